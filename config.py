@@ -1,0 +1,163 @@
+"""Load and validate the configuration once, at start; fail fast with a message naming the key.
+
+Precedence, later wins: built-in defaults < the config file (``--config FILE``, else
+``./config.json`` if present) < environment variables < command-line flags.
+
+Relative paths are resolved against the config file's folder for values from the file, and
+against the current directory for values from the environment or flags. The default index
+directory is ``indexes/`` beside this module, so an MCP client that starts the server from any
+working directory still writes to the same place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from exceptions import ConfigError
+from models import ServerConfig
+
+PROJECT_DIR = Path(__file__).resolve().parent
+DEFAULT_CONFIG_FILE = Path("config.json")
+
+#: key -> environment variable that sets it. Lists are comma-separated there.
+ENV_VARS: dict[str, str] = {
+    "source_directory": "DOCSEARCH_SOURCE_DIRECTORY",
+    "index_output_directory": "DOCSEARCH_INDEX_OUTPUT_DIRECTORY",
+    "included_extensions": "DOCSEARCH_INCLUDED_EXTENSIONS",
+    "excluded_extensions": "DOCSEARCH_EXCLUDED_EXTENSIONS",
+    "scan_interval_seconds": "DOCSEARCH_SCAN_INTERVAL_SECONDS",
+    "max_file_size_mb": "DOCSEARCH_MAX_FILE_SIZE_MB",
+}
+KNOWN_KEYS = frozenset(ENV_VARS)
+
+
+@dataclass(frozen=True)
+class _Value:
+    """A raw setting and where it came from, so errors can point at the right place."""
+
+    raw: Any
+    origin: str
+    base_dir: Path
+
+
+def load_config(
+    flags: Mapping[str, Any],
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ServerConfig:
+    """Merge file, environment and flags (flags hold only what the user gave) into a ServerConfig."""
+    environ = os.environ if environ is None else environ
+    cwd = Path.cwd()
+    values: dict[str, _Value] = {}
+    values.update(_read_config_file(config_file))
+    for key, var in ENV_VARS.items():
+        if var in environ:
+            values[key] = _Value(environ[var], f"environment variable {var}", cwd)
+    for key, raw in flags.items():
+        if key not in KNOWN_KEYS:
+            raise ConfigError(key, "unknown setting", "command line")
+        if raw is not None:
+            values[key] = _Value(raw, f"--{key}", cwd)
+    return _validate(values)
+
+
+def _read_config_file(config_file: Path | None) -> dict[str, _Value]:
+    if config_file is None:
+        if not DEFAULT_CONFIG_FILE.is_file():
+            return {}
+        config_file = DEFAULT_CONFIG_FILE
+    origin = f"config file {config_file}"
+    try:
+        data = json.loads(Path(config_file).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("config", "file not found", str(config_file)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("config", f"cannot read: {exc}", str(config_file)) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError("config", f"not valid JSON: {exc}", str(config_file)) from None
+    if not isinstance(data, dict):
+        raise ConfigError("config", "must be a JSON object of settings", str(config_file))
+    unknown = sorted(set(data) - KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(unknown[0], f"unknown setting (known: {', '.join(sorted(KNOWN_KEYS))})", origin)
+    base = Path(config_file).resolve().parent
+    return {key: _Value(raw, origin, base) for key, raw in data.items()}
+
+
+def _validate(values: dict[str, _Value]) -> ServerConfig:
+    if "source_directory" not in values:
+        raise ConfigError(
+            "source_directory", "required: pass --source DIR, set DOCSEARCH_SOURCE_DIRECTORY, or put it in config.json"
+        )
+    source = _path(values["source_directory"], "source_directory")
+    if not source.exists():
+        raise ConfigError("source_directory", f"{source} does not exist", values["source_directory"].origin)
+    if not source.is_dir():
+        raise ConfigError("source_directory", f"{source} is not a directory", values["source_directory"].origin)
+    index_dir = (
+        _path(values["index_output_directory"], "index_output_directory")
+        if "index_output_directory" in values
+        else PROJECT_DIR / "indexes"
+    )
+    defaults = ServerConfig(source_directory=source, index_output_directory=index_dir)
+    return ServerConfig(
+        source_directory=source.resolve(),
+        index_output_directory=index_dir.resolve(),
+        included_extensions=_extensions(values.get("included_extensions"), "included_extensions", defaults.included_extensions),
+        excluded_extensions=_extensions(values.get("excluded_extensions"), "excluded_extensions", defaults.excluded_extensions),
+        scan_interval_seconds=_number(values.get("scan_interval_seconds"), "scan_interval_seconds", defaults.scan_interval_seconds, minimum=0.0),
+        max_file_size_mb=_number(values.get("max_file_size_mb"), "max_file_size_mb", defaults.max_file_size_mb, minimum=None),
+    )
+
+
+def _path(value: _Value, key: str) -> Path:
+    if not isinstance(value.raw, (str, os.PathLike)) or not str(value.raw).strip():
+        raise ConfigError(key, f"must be a non-empty path string, got {value.raw!r}", value.origin)
+    if "\x00" in str(value.raw):
+        raise ConfigError(key, "must not contain a NUL byte", value.origin)
+    path = Path(value.raw).expanduser()
+    return path if path.is_absolute() else value.base_dir / path
+
+
+def _extensions(value: _Value | None, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    if value is None:
+        return default
+    raw = value.raw
+    items = raw.split(",") if isinstance(raw, str) else raw
+    if not isinstance(items, (list, tuple)) or not all(isinstance(item, str) for item in items):
+        raise ConfigError(key, f"must be a list of extensions like [\".md\", \".txt\"], got {raw!r}", value.origin)
+    result = []
+    for item in items:
+        ext = item.strip().lower()
+        if not ext:
+            if isinstance(raw, str):
+                continue  # tolerate "a,,b" and a trailing comma in env/flag lists
+            raise ConfigError(key, "an extension must not be empty", value.origin)
+        ext = ext if ext.startswith(".") else "." + ext
+        if "/" in ext or "\x00" in ext or ext == ".":
+            raise ConfigError(key, f"{item!r} is not a file extension", value.origin)
+        result.append(ext)
+    return tuple(dict.fromkeys(result))
+
+
+def _number(value: _Value | None, key: str, default: float, minimum: float | None) -> float:
+    if value is None:
+        return default
+    raw = value.raw
+    if isinstance(raw, str):
+        try:
+            raw = float(raw)
+        except ValueError:
+            raise ConfigError(key, f"must be a number, got {value.raw!r}", value.origin) from None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw != raw or raw in (float("inf"), float("-inf")):
+        raise ConfigError(key, f"must be a number, got {value.raw!r}", value.origin)
+    if minimum is None and raw <= 0:
+        raise ConfigError(key, f"must be greater than 0, got {value.raw!r}", value.origin)
+    if minimum is not None and raw < minimum:
+        raise ConfigError(key, f"must be {minimum:g} or more, got {value.raw!r}", value.origin)
+    return float(raw)

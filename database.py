@@ -1,0 +1,406 @@
+"""The only module that speaks SQL: connections, schema, transactions, recovery, queries.
+
+Layout: ``files`` holds one row per indexed file; ``sections`` one row per section with its
+text zlib-compressed; ``sections_fts`` is a contentless FTS5 table over (title, heading, body)
+whose rowids equal the section ids. A section id is ``file_id << SECTION_BITS | n``, so a file's
+sections are one rowid range and a hit's file is ``rowid >> SECTION_BITS``, with no join.
+One writer connection (the indexer's), any number of reader connections; WAL.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import threading
+import time
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from exceptions import IndexUnavailableError
+from models import LoadedFile, Section, StoredFile
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+SECTION_BITS = 20
+MAX_SECTIONS_PER_FILE = 1 << SECTION_BITS
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+COMPRESSION_LEVEL = 1  # zlib: level 1 is ~3x faster than 6 for ~10% more bytes on prose
+BUSY_TIMEOUT_MS = 10_000
+SQLITE_HEADER = b"SQLite format 3\x00"
+_CORRUPTION_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
+
+SCHEMA = f"""
+CREATE TABLE files (
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    mtime_ns INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    inode INTEGER NOT NULL,
+    content_hash TEXT NOT NULL,
+    indexed_at_ns INTEGER NOT NULL,
+    encoding TEXT NOT NULL,
+    fallback_decoded INTEGER NOT NULL,
+    title TEXT NOT NULL,
+    section_count INTEGER NOT NULL
+);
+CREATE TABLE sections (
+    id INTEGER PRIMARY KEY,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    heading TEXT NOT NULL,
+    body BLOB NOT NULL
+);
+CREATE VIRTUAL TABLE sections_fts USING fts5(title, heading, body, content='', tokenize='{TOKENIZER}');
+CREATE TABLE skipped (path TEXT PRIMARY KEY, reason TEXT NOT NULL, detail TEXT NOT NULL);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+"""
+
+
+def is_corruption(exc: BaseException) -> bool:
+    """True for errors that mean the database file itself is damaged or not a database."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.DatabaseError) and code is not None and (code & 0xFF) in _CORRUPTION_CODES
+
+
+def connect(db_path: Path) -> sqlite3.Connection:
+    """A connection with the settings every user of the index shares."""
+    conn = sqlite3.connect(db_path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return conn
+
+
+def compress(text: str) -> bytes:
+    return zlib.compress(text.encode("utf-8"), COMPRESSION_LEVEL)
+
+
+def decompress(blob: bytes) -> str:
+    return zlib.decompress(blob).decode("utf-8")
+
+
+def section_id(file_id: int, n: int) -> int:
+    return (file_id << SECTION_BITS) | n
+
+
+def file_id_of(section_rowid: int) -> int:
+    return section_rowid >> SECTION_BITS
+
+
+class IndexWriter:
+    """The single writing connection. Every method that writes must run inside ``transaction()``."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
+        self.lock = threading.RLock()
+        self.recovered_from: str | None = None
+        self.conn = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
+        problem = _header_problem(self.db_path)
+        if problem is None:
+            try:
+                conn = connect(self.db_path)
+                _prepare_schema(conn)
+                return conn
+            except sqlite3.DatabaseError as exc:
+                if not is_corruption(exc) and "schema" not in str(exc):
+                    raise
+                problem = str(exc)
+                conn.close()
+        self.recovered_from = self.move_aside(problem)
+        conn = connect(self.db_path)
+        _prepare_schema(conn)
+        return conn
+
+    def move_aside(self, problem: str) -> str:
+        """Rename a damaged database (and its WAL) out of the way; return the new name."""
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        target = self.db_path.with_name(f"{self.db_path.name}.corrupt-{stamp}")
+        logger.warning("index %s is unusable (%s); moved it to %s and rebuilding", self.db_path, problem, target.name)
+        os.replace(self.db_path, target)
+        for suffix in ("-wal", "-shm"):
+            side = Path(str(self.db_path) + suffix)
+            if side.exists():
+                os.replace(side, Path(str(target) + suffix))
+        return target.name
+
+    def rebuild_after_corruption(self, problem: str) -> None:
+        """Close, move the damaged file aside and start an empty index in its place."""
+        with self.lock:
+            try:
+                self.conn.close()
+            except sqlite3.Error:
+                pass
+            self.recovered_from = self.move_aside(problem)
+            self.conn = connect(self.db_path)
+            _prepare_schema(self.conn)
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self.lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    def stored_files(self) -> dict[str, StoredFile]:
+        rows = self.conn.execute(
+            "SELECT path, id, mtime_ns, size, inode, content_hash, indexed_at_ns FROM files"
+        )
+        return {row[0]: StoredFile(*row[1:]) for row in rows}
+
+    def stored_file(self, path: str) -> StoredFile | None:
+        row = self.conn.execute(
+            "SELECT id, mtime_ns, size, inode, content_hash, indexed_at_ns FROM files WHERE path = ?", (path,)
+        ).fetchone()
+        return StoredFile(*row) if row else None
+
+    def upsert_file(self, loaded: LoadedFile, file_id: int | None) -> None:
+        """Replace a file's sections and metadata (call inside a transaction)."""
+        if file_id is not None:
+            self._delete_sections(file_id)
+        values = (
+            loaded.path, loaded.mtime_ns, loaded.size, loaded.inode, loaded.content_hash, loaded.read_at_ns,
+            loaded.encoding, int(loaded.fallback_decoded), loaded.title, len(loaded.sections),
+        )
+        if file_id is None:
+            file_id = self.conn.execute(
+                "INSERT INTO files (path, mtime_ns, size, inode, content_hash, indexed_at_ns, encoding,"
+                " fallback_decoded, title, section_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                values,
+            ).lastrowid
+        else:
+            self.conn.execute(
+                "UPDATE files SET path = ?, mtime_ns = ?, size = ?, inode = ?, content_hash = ?, indexed_at_ns = ?,"
+                " encoding = ?, fallback_decoded = ?, title = ?, section_count = ? WHERE id = ?",
+                (*values, file_id),
+            )
+        self._insert_sections(file_id, loaded.title, loaded.sections)
+
+    def _insert_sections(self, file_id: int, title: str, sections: Sequence[Section]) -> None:
+        ids = [section_id(file_id, n) for n in range(len(sections))]
+        self.conn.executemany(
+            "INSERT INTO sections (id, start_line, end_line, heading, body) VALUES (?, ?, ?, ?, ?)",
+            [(i, s.start_line, s.end_line, s.heading, compress(s.body)) for i, s in zip(ids, sections)],
+        )
+        self.conn.executemany(
+            "INSERT INTO sections_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
+            [(i, title, s.heading, s.body) for i, s in zip(ids, sections)],
+        )
+
+    def _delete_sections(self, file_id: int) -> None:
+        # A contentless FTS5 table forgets a row only when given the exact values it indexed.
+        title_row = self.conn.execute("SELECT title FROM files WHERE id = ?", (file_id,)).fetchone()
+        title = title_row[0] if title_row else ""
+        low, high = section_id(file_id, 0), section_id(file_id, MAX_SECTIONS_PER_FILE - 1)
+        old = self.conn.execute(
+            "SELECT id, heading, body FROM sections WHERE id BETWEEN ? AND ?", (low, high)
+        ).fetchall()
+        self.conn.executemany(
+            "INSERT INTO sections_fts (sections_fts, rowid, title, heading, body) VALUES ('delete', ?, ?, ?, ?)",
+            [(rowid, title, heading, decompress(body)) for rowid, heading, body in old],
+        )
+        self.conn.execute("DELETE FROM sections WHERE id BETWEEN ? AND ?", (low, high))
+
+    def remove_file(self, file_id: int) -> None:
+        self._delete_sections(file_id)
+        self.conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
+
+    def mark_verified(self, file_id: int, indexed_at_ns: int, mtime_ns: int, inode: int) -> None:
+        """Record that an unchanged file was re-checked (its content hash matched) at a later time."""
+        self.conn.execute(
+            "UPDATE files SET indexed_at_ns = ?, mtime_ns = ?, inode = ? WHERE id = ?",
+            (indexed_at_ns, mtime_ns, inode, file_id),
+        )
+
+    def replace_skipped(self, skipped: Iterable[tuple[str, str, str]]) -> None:
+        self.conn.execute("DELETE FROM skipped")
+        self.conn.executemany("INSERT OR REPLACE INTO skipped (path, reason, detail) VALUES (?, ?, ?)", skipped)
+
+    def set_skipped(self, path: str, reason: str, detail: str) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO skipped (path, reason, detail) VALUES (?, ?, ?)", (path, reason, detail)
+        )
+
+    def clear_skipped(self, path: str) -> None:
+        self.conn.execute("DELETE FROM skipped WHERE path = ?", (path,))
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def optimize(self) -> None:
+        """Merge the FTS index into one segment: smaller and faster to query after a bulk load."""
+        with self.lock:
+            self.conn.execute("INSERT INTO sections_fts (sections_fts) VALUES ('optimize')")
+
+    def quick_check(self) -> str:
+        with self.lock:
+            return self.conn.execute("PRAGMA quick_check").fetchone()[0]
+
+    def checkpoint(self) -> None:
+        with self.lock:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def _header_problem(db_path: Path) -> str | None:
+    """Cheap check before SQLite sees the file: a non-empty file must start with SQLite's header."""
+    try:
+        with open(db_path, "rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return None
+    if header and header != SQLITE_HEADER:
+        return "not an SQLite database" if len(header) == len(SQLITE_HEADER) else "truncated file"
+    return None
+
+
+def _prepare_schema(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if version == SCHEMA_VERSION and {"files", "sections", "sections_fts", "skipped", "meta"} <= tables:
+        return
+    if tables:
+        raise sqlite3.DatabaseError(f"schema version {version} with tables {sorted(tables)[:5]} is not this daemon's schema")
+    conn.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+
+
+# ---- reading ---------------------------------------------------------------------------------
+
+
+_reader_local = threading.local()
+
+
+def reader(db_path: Path) -> sqlite3.Connection:
+    """This thread's reading connection to ``db_path`` (reopened if the file was replaced)."""
+    cached = getattr(_reader_local, "conns", None)
+    if cached is None:
+        cached = _reader_local.conns = {}
+    try:
+        inode = os.stat(db_path).st_ino
+    except FileNotFoundError:
+        raise IndexUnavailableError(str(db_path), "no index yet; it is created by the first scan") from None
+    entry = cached.get(db_path)
+    if entry is not None and entry[1] == inode:
+        return entry[0]
+    if entry is not None:
+        entry[0].close()
+    try:
+        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.snippet_fts USING fts5(title, heading, body, tokenize='{TOKENIZER}')")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.Error as exc:
+        raise IndexUnavailableError(str(db_path), f"cannot open: {exc}") from None
+    if version != SCHEMA_VERSION:
+        conn.close()
+        raise IndexUnavailableError(str(db_path), "not initialised yet")
+    cached[db_path] = (conn, inode)
+    return conn
+
+
+def drop_reader(db_path: Path) -> None:
+    """Forget this thread's connection (after an error), so the next call opens a fresh one."""
+    entry = getattr(_reader_local, "conns", {}).pop(db_path, None)
+    if entry is not None:
+        entry[0].close()
+
+
+def best_section_per_file(
+    conn: sqlite3.Connection, match: str, weights: Sequence[float], limit: int
+) -> list[tuple[int, float]]:
+    """The best-ranked section of each of the top ``limit`` files: [(section rowid, bm25)], best first.
+
+    bm25() is negative, lower is better. SQLite returns the rowid of the row that gave min().
+    """
+    # FTS5 refuses bm25() inside an aggregate; a materialized CTE computes it first.
+    rows = conn.execute(
+        "WITH hits AS MATERIALIZED (SELECT rowid AS id, bm25(sections_fts, ?, ?, ?) AS score"
+        " FROM sections_fts WHERE sections_fts MATCH ?)"
+        f" SELECT id, min(score) AS best FROM hits GROUP BY id >> {SECTION_BITS} ORDER BY best LIMIT ?",
+        (*weights, match, limit),
+    ).fetchall()
+    return [(rowid, best) for rowid, best in rows]
+
+
+def best_sections(
+    conn: sqlite3.Connection, match: str, weights: Sequence[float], limit: int
+) -> list[tuple[int, float]]:
+    """The top ``limit`` sections regardless of file: [(section rowid, bm25)], best first."""
+    return conn.execute(
+        "SELECT rowid, bm25(sections_fts, ?, ?, ?) AS score FROM sections_fts WHERE sections_fts MATCH ?"
+        " ORDER BY score LIMIT ?",
+        (*weights, match, limit),
+    ).fetchall()
+
+
+def count_matching_files(conn: sqlite3.Connection, match: str) -> int:
+    return conn.execute(
+        f"SELECT count(DISTINCT rowid >> {SECTION_BITS}) FROM sections_fts WHERE sections_fts MATCH ?", (match,)
+    ).fetchone()[0]
+
+
+def load_sections(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, dict[str, object]]:
+    """Text and location of the given sections, with their file's path, title and mtime."""
+    found: dict[int, dict[str, object]] = {}
+    for rowid in rowids:
+        row = conn.execute(
+            "SELECT s.start_line, s.end_line, s.heading, s.body, f.path, f.title, f.mtime_ns"
+            " FROM sections AS s JOIN files AS f ON f.id = ? WHERE s.id = ?",
+            (file_id_of(rowid), rowid),
+        ).fetchone()
+        if row is not None:
+            start, end, heading, body, path, title, mtime_ns = row
+            found[rowid] = {
+                "start_line": start, "end_line": end, "heading": heading, "body": decompress(body),
+                "path": path, "title": title, "mtime_ns": mtime_ns,
+            }
+    return found
+
+
+def snippets(
+    conn: sqlite3.Connection, match: str, sections: dict[int, dict[str, object]], markers: tuple[str, str], tokens: int
+) -> dict[int, str]:
+    """snippet() for a handful of sections, computed in a temporary in-memory FTS5 table.
+
+    The index is contentless (its text is stored compressed), so snippets are made from the few
+    sections being returned: this keeps snippet cost independent of the size of the index.
+    """
+    conn.execute("BEGIN")
+    try:
+        conn.execute("DELETE FROM temp.snippet_fts")
+        conn.executemany(
+            "INSERT INTO temp.snippet_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
+            [(rowid, s["title"], s["heading"], s["body"]) for rowid, s in sections.items()],
+        )
+        rows = conn.execute(
+            "SELECT rowid, snippet(snippet_fts, 2, ?, ?, '…', ?) FROM temp.snippet_fts WHERE snippet_fts MATCH ?",
+            (markers[0], markers[1], tokens, match),
+        ).fetchall()
+    finally:
+        conn.execute("ROLLBACK")
+    return dict(rows)
+
+
+def index_counts(conn: sqlite3.Connection) -> dict[str, object]:
+    """Numbers for status: files, FTS rows, fallback-decoded files, skip counts, meta values."""
+    files, fallback = conn.execute("SELECT count(*), coalesce(sum(fallback_decoded), 0) FROM files").fetchone()
+    sections = conn.execute("SELECT count(*) FROM sections").fetchone()[0]
+    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    return {"indexed_files": files, "total_documents": sections, "fallback_decoded_files": fallback, "meta": meta}
+
+
+def skipped_files(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    return conn.execute("SELECT path, reason, detail FROM skipped ORDER BY path").fetchall()

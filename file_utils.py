@@ -1,0 +1,343 @@
+"""Everything that touches the file system for content: walking, filters, reading, decoding, paths.
+
+Nothing here writes. Only regular files are ever opened, and they are opened non-blocking so a
+file swapped for a FIFO between the walk and the read cannot hang the daemon.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import logging
+import os
+import stat
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote
+
+from exceptions import FileSkipped, UnsafePathError
+from models import DB_SUFFIX, DiskFile
+
+logger = logging.getLogger(__name__)
+
+#: Why a file is not indexed. Status counts files by these names.
+SKIP_REASONS = (
+    "excluded_extension",  # not in included_extensions, or in excluded_extensions
+    "excluded_directory",  # inside a version-control or dependency folder (IGNORED_DIRECTORIES)
+    "too_large",  # larger than max_file_size_mb
+    "binary",  # NUL bytes or many control bytes in the content sample
+    "not_regular_file",  # FIFO, socket, device
+    "symlink_outside_source",  # a link whose target leaves the source directory
+    "symlink_loop",  # a directory reached twice (link loop or a second link to it)
+    "broken_symlink",  # a link whose target does not exist
+    "undecodable_name",  # a name that is not valid UTF-8 cannot be stored or returned
+    "unreadable",  # permission denied or another OS error while reading
+    "vanished",  # deleted between the walk and the read
+)
+
+#: Folders never descended into: their files are tooling state, not a person's text.
+IGNORED_DIRECTORIES = frozenset({".git", ".hg", ".svn", ".bzr", "node_modules", "__pycache__"})
+
+SNIFF_BYTES = 8192
+#: A sample with more than this share of control bytes (other than tab, newlines, form feed,
+#: backspace and escape) is binary.
+MAX_CONTROL_SHARE = 0.10
+_CONTROL_BYTES = bytes(b for b in range(32) if b not in b"\t\n\r\f\b\x1b")
+#: Bytes that are not UTF-8 are decoded as Windows-1252 (printable Latin-1 plus curly quotes,
+#: dashes and the euro sign); its five unassigned bytes become U+FFFD. The file is flagged.
+FALLBACK_ENCODING = "cp1252"
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+@dataclass(frozen=True)
+class FileFilter:
+    """Which files the walk hands to the indexer.
+
+    included_extensions: lower-case suffixes with their dot; a file's name must end in one.
+    excluded_extensions: suffixes that are never indexed; they win over included ones.
+    max_size_bytes: larger files are skipped as ``too_large`` without being opened.
+    index_directory: the daemon's own output folder, never indexed even inside the source.
+    """
+
+    included_extensions: tuple[str, ...]
+    excluded_extensions: tuple[str, ...]
+    max_size_bytes: int
+    index_directory: Path
+
+    def accepts_name(self, name: str) -> bool:
+        lowered = name.lower()
+        if any(lowered.endswith(ext) for ext in self.excluded_extensions):
+            return False
+        return any(lowered.endswith(ext) for ext in self.included_extensions)
+
+
+SkipCallback = Callable[[str, str, str], None]
+
+
+def walk_source(root: Path, file_filter: FileFilter, on_skip: SkipCallback) -> Iterator[DiskFile]:
+    """Yield every eligible file under ``root`` (already resolved); report others to ``on_skip``.
+
+    Links are followed only while their target stays inside the source; each directory is
+    entered once, so link loops end. Iterative, so 300-deep trees do not hit the recursion limit.
+    """
+    root_real = os.path.realpath(root)
+    index_real = os.path.realpath(file_filter.index_directory)
+    visited: set[tuple[int, int]] = set()
+    root_stat = os.stat(root_real)
+    visited.add((root_stat.st_dev, root_stat.st_ino))
+    stack: list[tuple[str, str]] = [(root_real, "")]
+    while stack:
+        dir_path, prefix = stack.pop()
+        skip_own_files = dir_path == index_real
+        try:
+            with os.scandir(dir_path) as entries:
+                entries_list = list(entries)
+        except OSError as exc:
+            on_skip(prefix or ".", "unreadable", exc.strerror or str(exc))
+            continue
+        for entry in sorted(entries_list, key=lambda e: e.name, reverse=True):
+            rel = prefix + entry.name
+            if _has_surrogates(entry.name):
+                on_skip(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), "undecodable_name", "")
+                continue
+            try:
+                found = _classify_entry(entry, rel, root_real, index_real, visited, file_filter, on_skip)
+            except OSError as exc:
+                if isinstance(exc, FileNotFoundError):
+                    continue  # gone between listing and stat: nothing to index, nothing to count
+                on_skip(rel, "unreadable", exc.strerror or str(exc))
+                continue
+            if found is None:
+                continue
+            if isinstance(found, str):
+                stack.append((found, rel + "/"))
+            elif not (skip_own_files and DB_SUFFIX in entry.name):
+                yield found
+
+
+def _classify_entry(
+    entry: os.DirEntry[str],
+    rel: str,
+    root_real: str,
+    index_real: str,
+    visited: set[tuple[int, int]],
+    file_filter: FileFilter,
+    on_skip: SkipCallback,
+) -> DiskFile | str | None:
+    """Return a DiskFile for an eligible file, a real directory path to descend into, or None."""
+    is_link = entry.is_symlink()
+    if is_link:
+        target = os.path.realpath(entry.path)
+        if not is_inside(target, root_real):
+            on_skip(rel, "symlink_outside_source", "")
+            return None
+        try:
+            st = os.stat(target)
+        except FileNotFoundError:
+            on_skip(rel, "broken_symlink", "")
+            return None
+    else:
+        target = entry.path
+        st = None
+    if entry.is_dir():
+        if entry.name in IGNORED_DIRECTORIES:
+            on_skip(rel + "/", "excluded_directory", "")
+            return None
+        real_dir = target if is_link else entry.path  # a non-link child of a real folder is real
+        if real_dir == index_real and index_real != root_real:
+            return None  # the daemon's own output: not the user's content, not counted
+        st = st or entry.stat()
+        key = (st.st_dev, st.st_ino)
+        if key in visited:
+            on_skip(rel + "/", "symlink_loop", "directory already indexed under another path")
+            return None
+        visited.add(key)
+        return real_dir
+    if not file_filter.accepts_name(entry.name):
+        on_skip(rel, "excluded_extension", "")
+        return None
+    st = st or entry.stat()
+    verdict = _size_and_type_verdict(st, file_filter)
+    if verdict:
+        on_skip(rel, *verdict)
+        return None
+    return DiskFile(path=rel, mtime_ns=st.st_mtime_ns, size=st.st_size, inode=st.st_ino)
+
+
+def _size_and_type_verdict(st: os.stat_result, file_filter: FileFilter) -> tuple[str, str] | None:
+    if not stat.S_ISREG(st.st_mode):
+        return ("not_regular_file", "")
+    if st.st_size > file_filter.max_size_bytes:
+        return ("too_large", f"{st.st_size} bytes")
+    return None
+
+
+def check_single_file(root: Path, rel: str, file_filter: FileFilter) -> DiskFile | None:
+    """Apply the walk's rules to one file given by a safe key; None if it no longer exists."""
+    parts = rel.split("/")
+    if any(part in IGNORED_DIRECTORIES for part in parts[:-1]):
+        raise FileSkipped(rel, "excluded_directory")
+    if not file_filter.accepts_name(parts[-1]):
+        raise FileSkipped(rel, "excluded_extension")
+    try:
+        st = os.stat(os.path.join(root, rel))
+    except FileNotFoundError:
+        if os.path.islink(os.path.join(root, rel)):
+            raise FileSkipped(rel, "broken_symlink") from None
+        return None
+    except OSError as exc:
+        raise FileSkipped(rel, "unreadable", exc.strerror or str(exc)) from None
+    verdict = _size_and_type_verdict(st, file_filter)
+    if verdict:
+        raise FileSkipped(rel, *verdict)
+    return DiskFile(path=rel, mtime_ns=st.st_mtime_ns, size=st.st_size, inode=st.st_ino)
+
+
+def _has_surrogates(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def is_inside(path: str, root: str) -> bool:
+    """True if the already-resolved ``path`` is ``root`` or below it."""
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+@dataclass(frozen=True)
+class RawFile:
+    """A regular file's bytes and the stat taken on the same open descriptor."""
+
+    data: bytes
+    mtime_ns: int
+    size: int
+    inode: int
+    read_at_ns: int
+    content_hash: str
+
+
+def read_regular_file(root: Path, rel: str, max_bytes: int) -> RawFile:
+    """Read a file that must still be a regular file of at most ``max_bytes``; else FileSkipped."""
+    path = os.path.join(root, rel)
+    read_at_ns = time.time_ns()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise FileSkipped(rel, "vanished") from None
+    except OSError as exc:
+        raise FileSkipped(rel, "unreadable", exc.strerror or str(exc)) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileSkipped(rel, "not_regular_file")
+        if st.st_size > max_bytes:
+            raise FileSkipped(rel, "too_large", f"{st.st_size} bytes")
+        chunks = []
+        remaining = max_bytes + 1
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        data = b"".join(chunks)
+    except OSError as exc:
+        raise FileSkipped(rel, "unreadable", exc.strerror or str(exc)) from None
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise FileSkipped(rel, "too_large", "grew while being read")
+    return RawFile(
+        data=data,
+        mtime_ns=st.st_mtime_ns,
+        size=len(data),
+        inode=st.st_ino,
+        read_at_ns=read_at_ns,
+        content_hash=content_hash(data),
+    )
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def decode_text(rel: str, data: bytes) -> tuple[str, str, bool]:
+    """Return (text, encoding, fallback_used) or raise FileSkipped(binary).
+
+    UTF-8 (with or without BOM) and UTF-16/32 with a BOM are decoded exactly; UTF-16 without a BOM
+    is recognised by its pattern of NUL bytes; anything else falls back to FALLBACK_ENCODING.
+    """
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data[len(bom):].decode(encoding.replace("-sig", "")), encoding, False
+            except UnicodeDecodeError:
+                raise FileSkipped(rel, "binary", f"invalid {encoding} after its byte-order mark") from None
+    sample = data[:SNIFF_BYTES]
+    if b"\x00" in sample:
+        bomless = _bomless_utf16(sample)
+        if bomless:
+            try:
+                return data.decode(bomless), bomless, False
+            except UnicodeDecodeError:
+                pass
+        raise FileSkipped(rel, "binary", "NUL bytes in content")
+    if sample and sum(sample.count(b) for b in _CONTROL_BYTES) > MAX_CONTROL_SHARE * len(sample):
+        raise FileSkipped(rel, "binary", "many control bytes in content")
+    try:
+        return data.decode("utf-8"), "utf-8", False
+    except UnicodeDecodeError:
+        return data.decode(FALLBACK_ENCODING, errors="replace"), FALLBACK_ENCODING, True
+
+
+def _bomless_utf16(sample: bytes) -> str | None:
+    """Guess UTF-16 without a BOM: mostly-ASCII text has NULs in every other byte."""
+    even, odd = sample[0::2], sample[1::2]
+    if len(sample) < 4:
+        return None
+    if odd.count(0) > 0.9 * len(odd) and even.count(0) == 0:
+        return "utf-16-le"
+    if even.count(0) > 0.9 * len(even) and odd.count(0) == 0:
+        return "utf-16-be"
+    return None
+
+
+def resolve_user_path(root: Path, user_path: str, index_directory: Path) -> str:
+    """Turn a path from a client (relative to the source, or absolute inside it) into a source key.
+
+    Refuses, without reading anything: NUL bytes, traversal (also backslash- or percent-encoded),
+    absolute paths elsewhere, links whose target leaves the source, and the daemon's own files.
+    """
+    if not isinstance(user_path, str) or not user_path.strip():
+        raise UnsafePathError(str(user_path), "the path is empty")
+    if "\x00" in user_path:
+        raise UnsafePathError(user_path, "the path contains a NUL byte")
+    if len(user_path) > 4096:
+        raise UnsafePathError(user_path[:80] + "...", "the path is longer than 4096 characters")
+    for candidate in (user_path, unquote(user_path)):
+        if ".." in candidate.replace("\\", "/").split("/"):
+            raise UnsafePathError(user_path, "'..' is not allowed; give a path inside the source directory")
+    if _has_surrogates(user_path):
+        raise UnsafePathError(user_path, "the path is not valid UTF-8")
+    root_real = os.path.realpath(root)
+    lexical = os.path.normpath(os.path.join(root_real, user_path))
+    if not is_inside(lexical, root_real):
+        raise UnsafePathError(user_path, f"it is outside the source directory {root_real}")
+    if lexical == root_real:
+        raise UnsafePathError(user_path, "it is the source directory itself; call refresh_index without a path")
+    if not is_inside(os.path.realpath(lexical), root_real):
+        raise UnsafePathError(user_path, "it is a link that points outside the source directory")
+    index_real = os.path.realpath(index_directory)
+    if is_inside(os.path.realpath(lexical), index_real) and index_real != root_real or DB_SUFFIX in os.path.basename(lexical):
+        raise UnsafePathError(user_path, "it is one of the daemon's own index files")
+    return os.path.relpath(lexical, root_real).replace(os.sep, "/")

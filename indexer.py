@@ -1,0 +1,437 @@
+"""What changed on disk, and bringing the index up to date in bounded, crash-safe batches.
+
+FileScanner compares the walk with what the index remembers. TextIndexer reads, decodes and
+splits files (on a worker thread, so reading overlaps SQLite's inserts) and writes each batch of
+files in one transaction: a kill at any instant leaves every file either fully old or fully new.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sqlite3
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import database
+from database import IndexWriter
+from exceptions import FileSkipped, IndexUnavailableError
+from file_utils import FileFilter, check_single_file, decode_text, read_regular_file, resolve_user_path, walk_source
+from models import DiskFile, LoadedFile, RefreshReply, ScanProgress, Section, ServerConfig, StatusReply, StoredFile
+
+logger = logging.getLogger(__name__)
+
+#: A file whose mtime is this close to the moment it was read may have been modified again within
+#: the file system's timestamp granularity; its content hash is re-checked on the next scan.
+RACY_WINDOW_NS = 2_000_000_000
+BATCH_FILES = 500
+BATCH_BYTES = 32 << 20
+READ_AHEAD = 64
+#: Sections aim for TARGET_SECTION_CHARS, cut at a blank line, and never exceed MAX_SECTION_CHARS.
+TARGET_SECTION_CHARS = 3000
+MAX_SECTION_CHARS = 8000
+MAX_TITLE_CHARS = 200
+MARKDOWN_EXTENSIONS = (".md", ".markdown", ".mdx")
+RST_EXTENSIONS = (".rst", ".rest")
+#: Reasons that are too common to log one line per file (a summary line counts them).
+QUIET_REASONS = frozenset({"excluded_extension", "excluded_directory"})
+#: Reasons that mean something went wrong while reading, counted as errors in status.
+ERROR_REASONS = frozenset({"unreadable"})
+
+_ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_RST_UNDERLINE = re.compile(r"^([=\-`:'\"~^_*+#<>.])\1{2,}\s*$")
+
+
+# ---- sections --------------------------------------------------------------------------------
+
+
+def split_sections(text: str, name: str) -> tuple[str, list[Section]]:
+    """Return (title, sections): at headings for Markdown and reST, else at blank lines; bounded."""
+    lines = text.split("\n")
+    lowered = name.lower()
+    if lowered.endswith(MARKDOWN_EXTENSIONS):
+        headings, title = _markdown_headings(lines)
+    elif lowered.endswith(RST_EXTENSIONS):
+        headings, title = _rst_headings(lines)
+    else:
+        headings, title = [], ""
+    if not title:
+        title = next((line.strip().lstrip("#").strip() for line in lines if line.strip()), "")
+        if len(title) > 120 and not headings:
+            title = ""  # a long first line is prose, not a title
+    sections: list[Section] = []
+    max_chars = max(MAX_SECTION_CHARS, len(text) // (database.MAX_SECTIONS_PER_FILE // 2))
+    bounds = [0] + [line for line, _, _ in headings] + [len(lines)]
+    path: list[tuple[int, str]] = []
+    for i in range(len(bounds) - 1):
+        if i > 0:
+            _, level, heading = headings[i - 1]
+            path = [entry for entry in path if entry[0] < level] + [(level, heading)]
+        heading_path = " > ".join(h for _, h in path)[:MAX_TITLE_CHARS]
+        sections.extend(_bounded_sections(lines, bounds[i], bounds[i + 1], heading_path, max_chars))
+    return title[:MAX_TITLE_CHARS], sections
+
+
+def _markdown_headings(lines: list[str]) -> tuple[list[tuple[int, int, str]], str]:
+    headings: list[tuple[int, int, str]] = []
+    title = ""
+    fence = ""
+    start = 0
+    if lines and lines[0].strip() == "---":  # YAML front matter
+        for i in range(1, min(len(lines), 200)):
+            if lines[i].strip() in ("---", "..."):
+                start = i + 1
+                break
+            key, _, value = lines[i].partition(":")
+            if key.strip().lower() == "title" and value.strip():
+                title = value.strip().strip("'\"")
+    for i in range(start, len(lines)):
+        line = lines[i]
+        fence_match = _FENCE.match(line)
+        if fence_match:
+            marker = fence_match.group(1)
+            if not fence:
+                fence = marker
+            elif marker[0] == fence[0] and len(marker) >= len(fence):
+                fence = ""
+            continue
+        if fence:
+            continue
+        match = _ATX_HEADING.match(line)
+        if match:
+            level, heading = len(match.group(1)), match.group(2).strip()
+            headings.append((i, level, heading))
+            if not title and level == 1:
+                title = heading
+    if not title and headings:
+        title = headings[0][2]
+    return headings, title
+
+
+def _rst_headings(lines: list[str]) -> tuple[list[tuple[int, int, str]], str]:
+    headings: list[tuple[int, int, str]] = []
+    styles: list[tuple[str, bool]] = []
+    i = 0
+    while i + 1 < len(lines):
+        text, under = lines[i].rstrip(), lines[i + 1].rstrip()
+        match = _RST_UNDERLINE.match(under)
+        if text.strip() and not _RST_UNDERLINE.match(text) and match and len(under) >= len(text.strip()):
+            overlined = i > 0 and lines[i - 1].rstrip() == under
+            style = (match.group(1), overlined)
+            if style not in styles:
+                styles.append(style)
+            start = i - 1 if overlined else i
+            headings.append((start, styles.index(style) + 1, text.strip()))
+            i += 2
+            continue
+        i += 1
+    title = headings[0][2] if headings else ""
+    return headings, title
+
+
+def _bounded_sections(lines: list[str], start: int, end: int, heading: str, max_chars: int) -> Iterator[Section]:
+    """Cut lines[start:end] into sections near TARGET_SECTION_CHARS, at blank lines where possible."""
+    chunk_start = start
+    size = 0
+    for i in range(start, end):
+        line = lines[i]
+        if len(line) > max_chars:
+            yield from _section_if_text(lines, chunk_start, i, heading)
+            for offset in range(0, len(line), max_chars):
+                yield Section(i + 1, i + 1, heading, line[offset:offset + max_chars])
+            chunk_start, size = i + 1, 0
+            continue
+        if size and (size + len(line) > max_chars or (size >= TARGET_SECTION_CHARS and not line.strip())):
+            yield from _section_if_text(lines, chunk_start, i, heading)
+            chunk_start, size = i, 0
+        size += len(line) + 1
+    yield from _section_if_text(lines, chunk_start, end, heading)
+
+
+def _section_if_text(lines: list[str], start: int, end: int, heading: str) -> Iterator[Section]:
+    body = "\n".join(lines[start:end])
+    if body.strip():
+        yield Section(start + 1, end, heading, body)
+
+
+# ---- reading ---------------------------------------------------------------------------------
+
+
+def load_file(root: Path, rel: str, max_bytes: int) -> LoadedFile:
+    """Read, decode and split one file; raise FileSkipped when it cannot or must not be indexed."""
+    raw = read_regular_file(root, rel, max_bytes)
+    text, encoding, fallback = decode_text(rel, raw.data)
+    title, sections = split_sections(text, rel)
+    return LoadedFile(
+        path=rel, mtime_ns=raw.mtime_ns, size=raw.size, inode=raw.inode, content_hash=raw.content_hash,
+        read_at_ns=raw.read_at_ns, encoding=encoding, fallback_decoded=fallback, title=title, sections=sections,
+    )
+
+
+# ---- change detection ------------------------------------------------------------------------
+
+
+@dataclass
+class Changes:
+    """What a scan must do: files to (re)read, files to re-verify by hash, paths to remove."""
+
+    to_read: list[DiskFile] = field(default_factory=list)
+    to_verify: list[DiskFile] = field(default_factory=list)
+    to_remove: list[tuple[str, int]] = field(default_factory=list)
+    skipped: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+class FileScanner:
+    """Walks the source and compares it with the stored mtime (ns), size and inode of each file."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.root = config.source_directory
+        self.filter = FileFilter(
+            included_extensions=config.included_extensions,
+            excluded_extensions=config.excluded_extensions,
+            max_size_bytes=config.max_file_size_bytes,
+            index_directory=config.index_output_directory,
+        )
+
+    def changes(self, stored: dict[str, StoredFile]) -> Changes:
+        result = Changes()
+        seen: set[str] = set()
+        on_skip = lambda path, reason, detail: result.skipped.append((path, reason, detail))  # noqa: E731
+        for disk in walk_source(self.root, self.filter, on_skip):
+            seen.add(disk.path)
+            known = stored.get(disk.path)
+            if known is None or (known.mtime_ns, known.size, known.inode) != (disk.mtime_ns, disk.size, disk.inode):
+                result.to_read.append(disk)
+            elif known.indexed_at_ns - known.mtime_ns < RACY_WINDOW_NS:
+                result.to_verify.append(disk)
+        result.to_remove = [(path, known.file_id) for path, known in stored.items() if path not in seen]
+        return result
+
+
+# ---- writing ---------------------------------------------------------------------------------
+
+
+class TextIndexer:
+    """Owns the writer and the scan state; every index change goes through here."""
+
+    def __init__(self, config: ServerConfig, writer: IndexWriter) -> None:
+        self.config = config
+        self.writer = writer
+        self.scanner = FileScanner(config)
+        self.progress = ScanProgress()
+        self.scan_lock = threading.Lock()
+        self.errors_encountered = 0
+        self.last_error: str | None = None
+        self._logged_skips: set[tuple[str, str]] = set()
+        if writer.recovered_from:
+            self._record_error(f"the index was damaged; moved it to {writer.recovered_from} and rebuilt it")
+
+    def _record_error(self, message: str) -> None:
+        self.errors_encountered += 1
+        self.last_error = message
+        logger.error("%s", message)
+
+    def _log_skip(self, path: str, reason: str, detail: str) -> None:
+        if reason in QUIET_REASONS or (path, reason) in self._logged_skips:
+            return
+        self._logged_skips.add((path, reason))
+        logger.warning("skipped %s: %s%s", path, reason, f" ({detail})" if detail else "")
+
+    def scan(self, on_progress: Callable[[ScanProgress], None] | None = None) -> RefreshReply:
+        """Bring the whole index up to date with the disk now. One scan runs at a time."""
+        with self.scan_lock:
+            try:
+                return self._scan(on_progress)
+            except sqlite3.DatabaseError as exc:
+                if not database.is_corruption(exc):
+                    return self._scan_failed(exc)
+                self._record_error(f"the index became unreadable ({exc}); rebuilding it")
+                self.writer.rebuild_after_corruption(str(exc))
+                try:
+                    return self._scan(on_progress)
+                except sqlite3.DatabaseError as again:
+                    return self._scan_failed(again)
+            finally:
+                self.progress.state = "idle"
+                self.progress.finished_at = time.time()
+
+    def _scan_failed(self, exc: Exception) -> RefreshReply:
+        self._record_error(f"scan stopped: cannot write the index {self.writer.db_path}: {exc}")
+        return {"success": False, "files_processed": self.progress.files_done, "files_removed": 0, "errors": [self.last_error or ""]}
+
+    def _scan(self, on_progress: Callable[[ScanProgress], None] | None) -> RefreshReply:
+        progress = self.progress
+        progress.state, progress.phase = "indexing", "walking"
+        progress.files_done = progress.files_total = 0
+        progress.started_at = time.time()
+        with self.writer.lock:
+            stored = self.writer.stored_files()
+        changes = self.scanner.changes(stored)
+        for path, reason, detail in changes.skipped:
+            self._log_skip(path, reason, detail)
+        progress.skipped = dict(Counter(reason for _, reason, _ in changes.skipped))
+        progress.files_total = len(changes.to_read) + len(changes.to_verify) + len(changes.to_remove)
+        progress.phase = "indexing"
+        if on_progress:
+            on_progress(progress)
+        removed = self._remove(changes.to_remove, on_progress)
+        outcome = self._index_files(changes.to_read + changes.to_verify, on_progress)
+        skipped = changes.skipped + outcome.skipped
+        with self.writer.transaction():
+            self.writer.replace_skipped(
+                (path, reason, detail) for path, reason, detail in skipped if reason not in QUIET_REASONS
+            )
+            self.writer.set_meta("last_scan", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+            self.writer.set_meta("skipped_counts", json.dumps(dict(Counter(reason for _, reason, _ in skipped))))
+        progress.skipped = dict(Counter(reason for _, reason, _ in skipped))
+        logger.info(
+            "scan done: %d files read, %d removed, %d unchanged verified, skipped %s, %.1fs",
+            outcome.written, removed, outcome.verified, progress.skipped or "none", time.time() - (progress.started_at or 0),
+        )
+        errors = [f"{path}: {reason}{': ' + detail if detail else ''}" for path, reason, detail in outcome.skipped if reason in ERROR_REASONS]
+        return {"success": True, "files_processed": outcome.written, "files_removed": removed, "errors": errors[:100]}
+
+    def _remove(self, to_remove: list[tuple[str, int]], on_progress: Callable[[ScanProgress], None] | None) -> int:
+        for start in range(0, len(to_remove), BATCH_FILES):
+            with self.writer.transaction():
+                for path, file_id in to_remove[start:start + BATCH_FILES]:
+                    current = self.writer.stored_file(path)
+                    if current is not None:
+                        self.writer.remove_file(current.file_id)
+            self.progress.files_done += len(to_remove[start:start + BATCH_FILES])
+            if on_progress:
+                on_progress(self.progress)
+        return len(to_remove)
+
+    def _index_files(self, files: list[DiskFile], on_progress: Callable[[ScanProgress], None] | None) -> _Outcome:
+        outcome = _Outcome()
+        batch: list[LoadedFile | FileSkipped] = []
+        batch_bytes = 0
+        for result in self._load_ahead(files):
+            batch.append(result)
+            batch_bytes += result.size if isinstance(result, LoadedFile) else 0
+            if len(batch) >= BATCH_FILES or batch_bytes >= BATCH_BYTES:
+                self._write_batch(batch, outcome)
+                batch, batch_bytes = [], 0
+                if on_progress:
+                    on_progress(self.progress)
+        if batch:
+            self._write_batch(batch, outcome)
+            if on_progress:
+                on_progress(self.progress)
+        return outcome
+
+    def _load_ahead(self, files: list[DiskFile]) -> Iterator[LoadedFile | FileSkipped]:
+        """Load files on a worker thread, at most READ_AHEAD ahead of the writer, in order."""
+        root, max_bytes = self.config.source_directory, self.config.max_file_size_bytes
+
+        def load(disk: DiskFile) -> LoadedFile | FileSkipped:
+            try:
+                return load_file(root, disk.path, max_bytes)
+            except FileSkipped as skipped:
+                return skipped
+
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reader") as pool:
+            pending: deque[Future[LoadedFile | FileSkipped]] = deque()
+            for disk in files:
+                pending.append(pool.submit(load, disk))
+                if len(pending) >= READ_AHEAD:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+
+    def _write_batch(self, batch: list[LoadedFile | FileSkipped], outcome: _Outcome) -> None:
+        with self.writer.transaction():
+            for item in batch:
+                current = self.writer.stored_file(item.path)
+                if isinstance(item, FileSkipped):
+                    if current is not None:
+                        self.writer.remove_file(current.file_id)
+                    if item.reason != "vanished":
+                        outcome.skipped.append((item.path, item.reason, item.detail))
+                        self.writer.set_skipped(item.path, item.reason, item.detail)
+                elif current is not None and current.content_hash == item.content_hash and current.size == item.size:
+                    self.writer.mark_verified(current.file_id, item.read_at_ns, item.mtime_ns, item.inode)
+                    outcome.verified += 1
+                else:
+                    self.writer.upsert_file(item, current.file_id if current else None)
+                    self.writer.clear_skipped(item.path)
+                    outcome.written += 1
+        for item in batch:
+            if isinstance(item, FileSkipped):
+                self._log_skip(item.path, item.reason, item.detail)
+        self.progress.files_done += len(batch)
+
+    def refresh_file(self, user_path: str) -> RefreshReply:
+        """Index one file now (or remove it if it is gone). Raises UnsafePathError for unsafe paths."""
+        rel = resolve_user_path(self.config.source_directory, user_path, self.config.index_output_directory)
+        try:
+            disk = check_single_file(self.config.source_directory, rel, self.scanner.filter)
+            loaded: LoadedFile | FileSkipped | None = (
+                load_file(self.config.source_directory, rel, self.config.max_file_size_bytes) if disk else None
+            )
+        except FileSkipped as skipped:
+            loaded = skipped
+        with self.writer.transaction():
+            current = self.writer.stored_file(rel)
+            if isinstance(loaded, LoadedFile):
+                self.writer.upsert_file(loaded, current.file_id if current else None)
+                self.writer.clear_skipped(rel)
+                return {"success": True, "files_processed": 1, "files_removed": 0, "errors": []}
+            if current is not None:
+                self.writer.remove_file(current.file_id)
+            if loaded is None:
+                if current is None:
+                    return {"success": False, "files_processed": 0, "files_removed": 0,
+                            "errors": [f"{rel}: no such file in the source directory, and not in the index"]}
+                return {"success": True, "files_processed": 0, "files_removed": 1, "errors": []}
+            if loaded.reason != "vanished":
+                self.writer.set_skipped(rel, loaded.reason, loaded.detail)
+        return {"success": False, "files_processed": 0, "files_removed": int(current is not None), "errors": [str(loaded)]}
+
+
+@dataclass
+class _Outcome:
+    written: int = 0
+    verified: int = 0
+    skipped: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+def read_status(config: ServerConfig, indexer: TextIndexer | None, startup_error: str | None = None) -> StatusReply:
+    """Status from the index file plus, when a daemon is running, its live scan progress."""
+    db_path = config.db_path
+    counts: dict = {"indexed_files": 0, "total_documents": 0, "fallback_decoded_files": 0, "meta": {}}
+    problem = startup_error
+    try:
+        counts = database.index_counts(database.reader(db_path))
+    except (IndexUnavailableError, sqlite3.Error) as exc:
+        database.drop_reader(db_path)
+        problem = problem or str(exc)
+    meta = counts["meta"]
+    progress = indexer.progress if indexer else ScanProgress(state="idle")
+    skipped = progress.skipped if indexer and progress.started_at else json.loads(meta.get("skipped_counts", "{}"))
+    size = sum(p.stat().st_size for p in (db_path, Path(f"{db_path}-wal")) if p.exists())
+    errors = indexer.errors_encountered if indexer else 0
+    last_error = (indexer.last_error if indexer else None) or problem
+    return {
+        "source_directory": str(config.source_directory),
+        "index_path": str(db_path),
+        "state": "error" if indexer is None and startup_error else progress.state,
+        "progress": {"phase": progress.phase, "files_done": progress.files_done, "files_total": progress.files_total},
+        "indexed_files": counts["indexed_files"],
+        "total_documents": counts["total_documents"],
+        "index_size_mb": round(size / (1024 * 1024), 3),
+        "last_scan": meta.get("last_scan"),
+        "errors_encountered": errors + skipped.get("unreadable", 0) + (1 if startup_error else 0),
+        "last_error": last_error,
+        "skipped_files": skipped,
+        "fallback_decoded_files": counts["fallback_decoded_files"],
+    }

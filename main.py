@@ -1,0 +1,284 @@
+"""Command line and MCP server: a thin layer wiring config, indexer and search together.
+
+    python main.py [serve] --source DIR      MCP server on stdio (indexes in the background)
+    python main.py index   --source DIR      bring the index up to date once, then exit
+    python main.py search "QUERY" --source DIR [--limit N] [--json]
+    python main.py status  --source DIR [--json]
+
+The MCP SDK is imported only by ``serve``, so the other subcommands start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from config import ENV_VARS, load_config
+from database import IndexWriter
+from exceptions import ConfigError, DocSearchError
+from indexer import TextIndexer, read_status
+from models import ScanProgress, ServerConfig
+from search import search as run_search
+
+logger = logging.getLogger("docsearch")
+
+COMMANDS = ("serve", "index", "search", "status")
+#: While the index directory cannot be written, retry opening it this often (seconds).
+WRITER_RETRY_SECONDS = 30.0
+
+SERVER_INSTRUCTIONS = """Full-text search over the user's local text files (notes, docs, source).
+Use `search` with keywords or a natural-language question; it returns at most one hit per file with
+the path, the matching lines (line_start-line_end) and a snippet with matched words in **bold**.
+Supports "exact phrases", prefix*, and -excluded words. Open the file at those lines to read more.
+`get_index_status` tells whether the first index is still running. `refresh_index` re-reads one file
+(path relative to the source) or everything, right now."""
+
+
+# ---- command line ----------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--source", dest="source_directory", metavar="DIR", help="directory to index")
+    common.add_argument("--index-dir", dest="index_output_directory", metavar="DIR", help="where index files go")
+    common.add_argument("--config", metavar="FILE", help="JSON config file (default: ./config.json if present)")
+    common.add_argument("--scan-interval", dest="scan_interval_seconds", metavar="S", help="seconds between rescans (0: only at start)")
+    common.add_argument("--include-ext", dest="included_extensions", metavar="EXTS", help="comma-separated, e.g. .md,.txt")
+    common.add_argument("--exclude-ext", dest="excluded_extensions", metavar="EXTS", help="comma-separated, e.g. .log")
+    common.add_argument("--max-file-size-mb", dest="max_file_size_mb", metavar="N", help="skip larger files")
+    common.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    env_help = "environment: " + ", ".join(ENV_VARS.values())
+    parser = argparse.ArgumentParser(prog="main.py", description="Local full-text search over MCP stdio.", epilog=env_help)
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("serve", parents=[common], help="run the MCP server on stdio (default)")
+    sub.add_parser("index", parents=[common], help="update the index once and exit")
+    search_parser = sub.add_parser("search", parents=[common], help="search the index")
+    search_parser.add_argument("query")
+    search_parser.add_argument("--limit", type=int, default=10)
+    search_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
+    status_parser = sub.add_parser("status", parents=[common], help="show index status")
+    status_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
+        argv = ["serve", *argv]
+    return parser.parse_args(argv)
+
+
+def config_flags(args: argparse.Namespace) -> dict[str, Any]:
+    keys = ENV_VARS.keys()
+    return {key: getattr(args, key) for key in keys if getattr(args, key, None) is not None}
+
+
+def configure_logging(level: int) -> None:
+    logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    quiet = args.command in ("search", "status")
+    configure_logging(logging.DEBUG if args.verbose else logging.WARNING if quiet else logging.INFO)
+    try:
+        config = load_config(config_flags(args), Path(args.config) if args.config else None)
+    except ConfigError as exc:
+        print(f"main.py: config error: {exc}", file=sys.stderr)
+        return 2
+    handlers = {"serve": cmd_serve, "index": cmd_index, "search": cmd_search, "status": cmd_status}
+    try:
+        return handlers[args.command](config, args)
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_index(config: ServerConfig, args: argparse.Namespace) -> int:
+    try:
+        writer = IndexWriter(config.db_path)
+    except Exception as exc:  # noqa: BLE001 - any failure to open is reported the same way
+        print(f"main.py: cannot open the index {config.db_path}: {exc}", file=sys.stderr)
+        return 1
+    indexer = TextIndexer(config, writer)
+    reporter = ProgressPrinter()
+    reply = indexer.scan(reporter)
+    writer.close()
+    status = read_status(config, indexer)
+    skipped = ", ".join(f"{reason} {count}" for reason, count in sorted(status["skipped_files"].items())) or "none"
+    print(
+        f"indexed {reply['files_processed']} files, removed {reply['files_removed']}, skipped: {skipped};"
+        f" {status['indexed_files']} files in the index ({status['index_size_mb']:.1f} MB) in"
+        f" {time.monotonic() - reporter.started:.1f}s -> {config.db_path}",
+        file=sys.stderr,
+    )
+    for error in reply["errors"]:
+        print(f"  error: {error}", file=sys.stderr)
+    return 0 if reply["success"] else 1
+
+
+class ProgressPrinter:
+    """Prints 'files done of total, rate' to stderr at most once a second."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.last = 0.0
+
+    def __call__(self, progress: ScanProgress) -> None:
+        now = time.monotonic()
+        if now - self.last < 1.0 and progress.files_done < progress.files_total:
+            return
+        self.last = now
+        rate = progress.files_done / max(now - self.started, 1e-9)
+        print(f"{progress.phase}: {progress.files_done}/{progress.files_total} files ({rate:.0f} files/s)", file=sys.stderr)
+
+
+def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
+    try:
+        reply = run_search(config.db_path, args.query, args.limit)
+    except DocSearchError as exc:
+        print(f"main.py: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(reply, ensure_ascii=False, indent=2))
+        return 0
+    for hit in reply["results"]:
+        print(f"{hit['path']}:{hit['line_start']}-{hit['line_end']}  [{hit['score']:.3f}]  {hit['title']}")
+        print(f"    {hit['snippet']}")
+    print(f"{len(reply['results'])} of {reply['files_matched']} matching files", file=sys.stderr)
+    return 0
+
+
+def cmd_status(config: ServerConfig, args: argparse.Namespace) -> int:
+    status = read_status(config, None)
+    if args.json:
+        print(json.dumps(status, ensure_ascii=False, indent=2))
+    else:
+        for key, value in status.items():
+            print(f"{key}: {value}")
+    return 0
+
+
+# ---- the daemon ------------------------------------------------------------------------------
+
+
+class Daemon:
+    """Owns the writer and the background rescan loop; the MCP tools call into it."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.indexer: TextIndexer | None = None
+        self.startup_error: str | None = None
+        self.first_scan_done = threading.Event()
+        self.stopping = threading.Event()
+        self._open_writer()
+
+    def _open_writer(self) -> None:
+        try:
+            self.indexer = TextIndexer(self.config, IndexWriter(self.config.db_path))
+            self.startup_error = None
+        except Exception as exc:  # noqa: BLE001 - the server must keep answering whatever happened
+            self.startup_error = f"cannot open or create the index {self.config.db_path}: {exc}"
+            logger.error("%s; retrying every %.0fs", self.startup_error, WRITER_RETRY_SECONDS)
+
+    def start(self) -> None:
+        threading.Thread(target=self._loop, name="rescan", daemon=True).start()
+
+    def _loop(self) -> None:
+        checked = False
+        while not self.stopping.is_set():
+            if self.indexer is None:
+                self._open_writer()
+            if self.indexer is not None:
+                if not checked:
+                    self._check_integrity()
+                    checked = True
+                self.indexer.scan()
+                self.first_scan_done.set()
+                interval = self.config.scan_interval_seconds
+            else:
+                interval = min(self.config.scan_interval_seconds or WRITER_RETRY_SECONDS, WRITER_RETRY_SECONDS)
+            if interval == 0:
+                self.stopping.wait()
+            else:
+                self.stopping.wait(interval)
+
+    def _check_integrity(self) -> None:
+        assert self.indexer is not None
+        try:
+            verdict = self.indexer.writer.quick_check()
+        except Exception as exc:  # noqa: BLE001 - an unreadable file is damage too
+            verdict = str(exc)
+        if verdict != "ok":
+            self.indexer.writer.rebuild_after_corruption(f"integrity check failed: {verdict[:200]}")
+            self.indexer = TextIndexer(self.config, self.indexer.writer)
+
+    def require_indexer(self) -> TextIndexer:
+        if self.indexer is None:
+            raise DocSearchError(self.startup_error or "the index is not open yet")
+        return self.indexer
+
+
+def build_server(daemon: Daemon) -> Any:
+    """The MCP server object with its three tools (imports the SDK)."""
+    import anyio
+    from mcp.server import MCPServer
+    from mcp.server.mcpserver import Context
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
+
+    from models import RefreshReply, SearchReply, StatusReply
+
+    server = MCPServer("docsearch", instructions=SERVER_INSTRUCTIONS)
+    config = daemon.config
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
+    def search(query: str, limit: int = 10) -> SearchReply:
+        """Full-text search of the indexed files. Returns the best-matching section of each file
+        (at most `limit` files, 1-100): path, title, heading, snippet (matches in **bold**), score
+        (higher is better), line_start/line_end, last_modified. Accepts keywords or a question;
+        "exact phrase", prefix*, and -exclude work."""
+        try:
+            return run_search(config.db_path, query, limit, indexing=not daemon.first_scan_done.is_set())
+        except DocSearchError as exc:
+            raise ToolError(str(exc)) from exc
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    def get_index_status() -> StatusReply:
+        """How many files are indexed, when the last scan finished, whether a scan is running and
+        how far it got, the index size, and how many files were skipped for which reason."""
+        return read_status(config, daemon.indexer, daemon.startup_error)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False))
+    async def refresh_index(ctx: Context, filepath: str | None = None) -> RefreshReply:
+        """Make the index current now. With `filepath` (relative to the source directory, or
+        absolute inside it): re-read that one file, or drop it if it was deleted. Without: rescan
+        everything (waits for a scan already running, then scans again)."""
+        try:
+            indexer = daemon.require_indexer()
+            if filepath is not None:
+                return await anyio.to_thread.run_sync(indexer.refresh_file, filepath)
+
+            def report(progress: ScanProgress) -> None:
+                anyio.from_thread.run(ctx.report_progress, progress.files_done, progress.files_total or None, progress.phase)
+
+            return await anyio.to_thread.run_sync(indexer.scan, report)
+        except DocSearchError as exc:
+            raise ToolError(str(exc)) from exc
+
+    return server
+
+
+def cmd_serve(config: ServerConfig, args: argparse.Namespace) -> int:
+    daemon = Daemon(config)
+    server = build_server(daemon)
+    daemon.start()
+    if sys.stdin.isatty():
+        logger.info("serving %s over MCP stdio; this is meant to be started by an MCP client (Ctrl-C stops)", config.source_directory)
+    server.run()
+    daemon.stopping.set()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

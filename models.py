@@ -1,0 +1,148 @@
+"""Typed records that cross module lines.
+
+Internal records are dataclasses. Tool replies are ``typing_extensions.TypedDict`` so the MCP SDK
+derives an output schema from them (a ``typing.TypedDict`` nesting another one silently loses its
+schema on Python 3.11); the CLI's ``--json`` prints the very same dictionaries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from typing_extensions import TypedDict
+
+DB_SUFFIX = ".sqlite3"
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Validated settings for one source directory (see config.py for where each comes from)."""
+
+    source_directory: Path
+    index_output_directory: Path
+    included_extensions: tuple[str, ...] = (".txt", ".md", ".rst")
+    excluded_extensions: tuple[str, ...] = ()
+    scan_interval_seconds: float = 300.0
+    max_file_size_mb: float = 10.0
+
+    @property
+    def max_file_size_bytes(self) -> int:
+        return int(self.max_file_size_mb * 1024 * 1024)
+
+    @property
+    def db_path(self) -> Path:
+        """The index file: named after the source so sources sharing an index directory never collide."""
+        source = str(self.source_directory)
+        digest = hashlib.sha256(source.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.source_directory.name)[:40] or "root"
+        return self.index_output_directory / f"{stem}-{digest}{DB_SUFFIX}"
+
+
+@dataclass(frozen=True)
+class Section:
+    """One FTS row: a bounded run of a file's lines, with the heading path it sits under."""
+
+    start_line: int
+    end_line: int
+    heading: str
+    body: str
+
+
+@dataclass(frozen=True)
+class StoredFile:
+    """What the index remembers about a file, to tell whether it changed."""
+
+    file_id: int
+    mtime_ns: int
+    size: int
+    inode: int
+    content_hash: str
+    indexed_at_ns: int
+
+
+@dataclass(frozen=True)
+class DiskFile:
+    """A file found on disk by the walk that passed the name and size filters."""
+
+    path: str  # relative to the source, '/'-separated
+    mtime_ns: int
+    size: int
+    inode: int
+
+
+@dataclass(frozen=True)
+class LoadedFile:
+    """A file's decoded text, ready to be split into sections."""
+
+    path: str
+    mtime_ns: int
+    size: int
+    inode: int
+    content_hash: str
+    read_at_ns: int
+    encoding: str
+    fallback_decoded: bool
+    title: str
+    sections: list[Section]
+
+
+@dataclass
+class ScanProgress:
+    """Where the current (or last) scan is; updated by the writer thread, read by status."""
+
+    state: str = "starting"  # starting | indexing | idle
+    phase: str = ""
+    files_total: int = 0
+    files_done: int = 0
+    started_at: float | None = None
+    finished_at: float | None = None
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+class SearchHit(TypedDict):
+    path: str
+    title: str
+    heading: str
+    snippet: str
+    score: float
+    line_start: int
+    line_end: int
+    last_modified: str
+
+
+class SearchReply(TypedDict):
+    query: str
+    results: list[SearchHit]
+    files_matched: int
+    indexing: bool
+
+
+class ScanProgressReply(TypedDict):
+    phase: str
+    files_done: int
+    files_total: int
+
+
+class StatusReply(TypedDict):
+    source_directory: str
+    index_path: str
+    state: str
+    progress: ScanProgressReply
+    indexed_files: int
+    total_documents: int
+    index_size_mb: float
+    last_scan: str | None
+    errors_encountered: int
+    last_error: str | None
+    skipped_files: dict[str, int]
+    fallback_decoded_files: int
+
+
+class RefreshReply(TypedDict):
+    success: bool
+    files_processed: int
+    files_removed: int
+    errors: list[str]

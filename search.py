@@ -1,0 +1,199 @@
+"""Turning user text into a safe FTS5 expression, ranking, snippets and one hit per file.
+
+User text never reaches MATCH raw: it is split into words the way FTS5's unicode61 tokenizer
+splits text, and every word or phrase is re-quoted. What a user can still express:
+``"quoted phrases"``, ``prefix*``, and ``-excluded`` words or phrases. Everything else (FTS5
+operators, column filters, parentheses, ``^``, NEAR) is searched for as plain words.
+
+Short keyword queries are AND-ed (precise); if that finds fewer files than asked for, files that
+match only some of the words follow, scored below every full match. Longer questions drop
+stopwords and OR the remaining words, so bm25 ranks files by how many rare words they share
+with the question.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import database
+from exceptions import IndexUnavailableError, QueryError
+from models import SearchHit, SearchReply
+
+MAX_LIMIT = 100
+#: Words beyond this many are ignored: a pasted page must not become a 100k-term OR.
+MAX_QUERY_TERMS = 64
+MAX_TERM_CHARS = 200
+#: Up to this many plain words are AND-ed; more are treated as a question and OR-ed.
+MAX_AND_TERMS = 3
+#: bm25 column weights for (title, heading, body).
+COLUMN_WEIGHTS = (3.0, 2.0, 1.0)
+SNIPPET_TOKENS = 32
+_MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"  # private-use markers, replaced by ** after locating lines
+HIGHLIGHT = "**"
+
+_WORD = re.compile(r"[^\W_]+")
+_QUERY_PART = re.compile(r'(-?)"([^"]*)"?|(-?)([^\s"]+)')
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have
+    having he her here hers herself him himself his how i if in into is it its itself just me more most my
+    myself no nor not now of off on once only or other our ours ourselves out over own same she should so
+    some such than that the their theirs them themselves then there these they this those through to too
+    under until up very was we were what when where which while who whom why will with would you your
+    yours yourself yourselves s t d ll m re ve don""".split()
+)
+
+
+@dataclass
+class ParsedQuery:
+    """The searchable parts of a user's text. A term is a list of words: one word, or a compound
+    like ``e-mail`` that FTS5 indexed as adjacent words and so must match as a phrase."""
+
+    terms: list[list[str]] = field(default_factory=list)
+    phrases: list[list[str]] = field(default_factory=list)
+    prefixes: list[str] = field(default_factory=list)
+    excluded: list[list[str]] = field(default_factory=list)
+
+
+def parse_query(text: str) -> ParsedQuery:
+    """Split user text into terms, "phrases", prefix* terms and -exclusions. Never raises."""
+    parsed = ParsedQuery()
+    budget = MAX_QUERY_TERMS
+    for match in _QUERY_PART.finditer(text):
+        if budget <= 0:
+            break
+        quoted = match.group(2) is not None
+        raw = match.group(2) if quoted else match.group(4)
+        words = _words(raw)
+        if not words:
+            continue
+        budget -= len(words)
+        if match.group(1) or match.group(3):
+            parsed.excluded.append(words)
+        elif quoted:
+            parsed.phrases.append(words)
+        elif raw.endswith("*") and len(words) == 1 and raw.rstrip("*").endswith(words[0]):
+            parsed.prefixes.append(words[0])
+        else:
+            parsed.terms.append(words)
+    if not (parsed.terms or parsed.phrases or parsed.prefixes):
+        parsed.terms, parsed.excluded = parsed.excluded, []  # "-foo" alone: search for foo
+    return parsed
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text) if len(w) <= MAX_TERM_CHARS]
+
+
+def _quote(words: list[str]) -> str:
+    return '"' + " ".join(words).replace('"', '""') + '"'
+
+
+def _is_stopword(term: list[str]) -> bool:
+    return all(word.lower() in STOPWORDS for word in term)
+
+
+@dataclass(frozen=True)
+class MatchPlan:
+    """The FTS5 expressions to run: ``precise`` first, then ``broad`` (if any) to fill up."""
+
+    precise: str
+    broad: str | None
+
+
+def build_match(parsed: ParsedQuery) -> MatchPlan:
+    """Turn a parsed query into FTS5 MATCH expressions; raise QueryError if nothing is searchable."""
+    terms = parsed.terms
+    content = [t for t in terms if not _is_stopword(t)]
+    required = [_quote(p) for p in parsed.phrases] + [_quote([p]) + "*" for p in parsed.prefixes]
+    if not required and not terms:
+        raise QueryError("", "the query has no words to search for")
+    if not content and len(terms) > MAX_AND_TERMS:
+        # Only stopwords ("to be or not to be"): the exact phrase first, then all of the words.
+        precise = " AND ".join(required + [_quote([w for t in terms for w in t])])
+        broad = " AND ".join(required + [_quote(t) for t in terms])
+    else:
+        if content and len(content) < len(terms):
+            terms = content  # a question: its stopwords only add noise
+        quoted = [_quote(t) for t in terms]
+        any_term = f"({' OR '.join(quoted)})" if quoted else ""
+        if len(quoted) <= MAX_AND_TERMS:
+            precise = " AND ".join(required + quoted)
+            broad = " AND ".join(required + [any_term]) if len(quoted) > 1 else None
+        else:
+            precise = " AND ".join(required + [any_term])
+            broad = None
+    excluded = " OR ".join(_quote(p) for p in parsed.excluded)
+    suffix = f" NOT ({excluded})" if excluded else ""
+    return MatchPlan(f"({precise}){suffix}", f"({broad}){suffix}" if broad else None)
+
+
+def search(db_path: Path, query: str, limit: int = 10, indexing: bool = False) -> SearchReply:
+    """Search the index at ``db_path``; at most one result (the best section) per file."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
+        raise QueryError(query, f"limit must be a whole number from 1 to {MAX_LIMIT}, got {limit!r}")
+    try:
+        plan = build_match(parse_query(query))
+    except QueryError:
+        raise QueryError(query, "the query has no words to search for (only punctuation, symbols or operators)") from None
+    conn = database.reader(db_path)
+    try:
+        return _run(conn, query, plan, limit, indexing)
+    except sqlite3.Error as exc:
+        database.drop_reader(db_path)
+        raise IndexUnavailableError(str(db_path), f"search failed: {exc}") from exc
+
+
+def _run(conn: sqlite3.Connection, query: str, plan: MatchPlan, limit: int, indexing: bool) -> SearchReply:
+    ranked = [(rowid, -bm25) for rowid, bm25 in database.best_section_per_file(conn, plan.precise, COLUMN_WEIGHTS, limit)]
+    match_for_count = plan.precise
+    if plan.broad and len(ranked) < limit:
+        match_for_count = plan.broad
+        seen = {database.file_id_of(rowid) for rowid, _ in ranked}
+        floor = min((score for _, score in ranked), default=1.0)
+        extra = [
+            (rowid, -bm25)
+            for rowid, bm25 in database.best_section_per_file(conn, plan.broad, COLUMN_WEIGHTS, limit + len(ranked))
+            if database.file_id_of(rowid) not in seen
+        ][: limit - len(ranked)]
+        top = max((score for _, score in extra), default=1.0) or 1.0
+        ranked += [(rowid, floor * 0.9 * score / top) for rowid, score in extra]
+    sections = database.load_sections(conn, [rowid for rowid, _ in ranked])
+    snippet_text = database.snippets(conn, match_for_count, sections, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS)
+    results = [
+        _hit(sections[rowid], snippet_text.get(rowid, ""), score) for rowid, score in ranked if rowid in sections
+    ]
+    files_matched = database.count_matching_files(conn, match_for_count) if len(ranked) >= limit else len(results)
+    return {"query": query, "results": results, "files_matched": files_matched, "indexing": indexing}
+
+
+def _hit(section: dict, snippet: str, score: float) -> SearchHit:
+    body: str = section["body"]
+    start, end = _snippet_lines(body, snippet, section["start_line"], section["end_line"])
+    text = " ".join(snippet.split()).replace(_MARK_OPEN, HIGHLIGHT).replace(_MARK_CLOSE, HIGHLIGHT)
+    modified = datetime.fromtimestamp(section["mtime_ns"] / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
+    return {
+        "path": section["path"],
+        "title": section["title"],
+        "heading": section["heading"],
+        "snippet": text,
+        "score": round(max(score, 1e-6), 6),
+        "line_start": start,
+        "line_end": end,
+        "last_modified": modified,
+    }
+
+
+def _snippet_lines(body: str, snippet: str, first: int, last: int) -> tuple[int, int]:
+    """Lines of the file that the snippet shows; the section's range if it cannot be located."""
+    clean = snippet.replace(_MARK_OPEN, "").replace(_MARK_CLOSE, "").strip("…").strip()
+    at = body.find(clean) if clean else -1
+    if at < 0:
+        return first, last
+    start = first + body.count("\n", 0, at)
+    return start, min(last, start + clean.count("\n"))
