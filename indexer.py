@@ -260,7 +260,7 @@ class TextIndexer:
                 except sqlite3.DatabaseError as again:
                     return self._scan_failed(again)
             finally:
-                self.progress.state = "idle"
+                self.progress.state, self.progress.phase = "idle", "done"
                 self.progress.finished_at = time.time()
 
     def _scan_failed(self, exc: Exception) -> RefreshReply:

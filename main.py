@@ -8,7 +8,6 @@
 The MCP SDK is imported only by ``serve``, so the other subcommands start fast.
 """
 
-from __future__ import annotations
 
 import argparse
 import json
