@@ -43,6 +43,7 @@ class _Value:
     raw: Any
     origin: str
     base_dir: Path
+    textual: bool = True  # environment and flags give strings; a config file gives JSON types
 
 
 def load_config(
@@ -86,7 +87,7 @@ def _read_config_file(config_file: Path | None) -> dict[str, _Value]:
     if unknown:
         raise ConfigError(unknown[0], f"unknown setting (known: {', '.join(sorted(KNOWN_KEYS))})", origin)
     base = Path(config_file).resolve().parent
-    return {key: _Value(raw, origin, base) for key, raw in data.items()}
+    return {key: _Value(raw, origin, base, textual=False) for key, raw in data.items()}
 
 
 def _validate(values: dict[str, _Value]) -> ServerConfig:
@@ -128,14 +129,14 @@ def _extensions(value: _Value | None, key: str, default: tuple[str, ...]) -> tup
     if value is None:
         return default
     raw = value.raw
-    items = raw.split(",") if isinstance(raw, str) else raw
+    items = raw.split(",") if isinstance(raw, str) and value.textual else raw
     if not isinstance(items, (list, tuple)) or not all(isinstance(item, str) for item in items):
         raise ConfigError(key, f"must be a list of extensions like [\".md\", \".txt\"], got {raw!r}", value.origin)
     result = []
     for item in items:
         ext = item.strip().lower()
         if not ext:
-            if isinstance(raw, str):
+            if value.textual:
                 continue  # tolerate "a,,b" and a trailing comma in env/flag lists
             raise ConfigError(key, "an extension must not be empty", value.origin)
         ext = ext if ext.startswith(".") else "." + ext
@@ -149,7 +150,7 @@ def _number(value: _Value | None, key: str, default: float, minimum: float | Non
     if value is None:
         return default
     raw = value.raw
-    if isinstance(raw, str):
+    if isinstance(raw, str) and value.textual:
         try:
             raw = float(raw)
         except ValueError:

@@ -118,7 +118,7 @@ class IndexWriter:
 
     def move_aside(self, problem: str) -> str:
         """Rename a damaged database (and its WAL) out of the way; return the new name."""
-        stamp = time.strftime("%Y%m%dT%H%M%S")
+        stamp = time.strftime("%Y%m%dT%H%M%S") + f"-{time.time_ns() % 1_000_000:06d}"
         target = self.db_path.with_name(f"{self.db_path.name}.corrupt-{stamp}")
         logger.warning("index %s is unusable (%s); moved it to %s and rebuilding", self.db_path, problem, target.name)
         os.replace(self.db_path, target)

@@ -245,6 +245,18 @@ class TextIndexer:
         self._logged_skips.add((path, reason))
         logger.warning("skipped %s: %s%s", path, reason, f" ({detail})" if detail else "")
 
+    def check_integrity(self) -> bool:
+        """Run SQLite's quick_check; move a damaged index aside and start empty. True if it was ok."""
+        try:
+            verdict = self.writer.quick_check()
+        except sqlite3.DatabaseError as exc:
+            verdict = str(exc)
+        if verdict == "ok":
+            return True
+        self.writer.rebuild_after_corruption(f"integrity check failed: {verdict[:200]}")
+        self._record_error(f"the index failed its integrity check; moved it to {self.writer.recovered_from} and rebuilt it")
+        return False
+
     def scan(self, on_progress: Callable[[ScanProgress], None] | None = None) -> RefreshReply:
         """Bring the whole index up to date with the disk now. One scan runs at a time."""
         with self.scan_lock:

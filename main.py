@@ -190,7 +190,7 @@ class Daemon:
                 self._open_writer()
             if self.indexer is not None:
                 if not checked:
-                    self._check_integrity()
+                    self.indexer.check_integrity()
                     checked = True
                 self.indexer.scan()
                 self.first_scan_done.set()
@@ -201,16 +201,6 @@ class Daemon:
                 self.stopping.wait()
             else:
                 self.stopping.wait(interval)
-
-    def _check_integrity(self) -> None:
-        assert self.indexer is not None
-        try:
-            verdict = self.indexer.writer.quick_check()
-        except Exception as exc:  # noqa: BLE001 - an unreadable file is damage too
-            verdict = str(exc)
-        if verdict != "ok":
-            self.indexer.writer.rebuild_after_corruption(f"integrity check failed: {verdict[:200]}")
-            self.indexer = TextIndexer(self.config, self.indexer.writer)
 
     def require_indexer(self) -> TextIndexer:
         if self.indexer is None:

@@ -1,0 +1,69 @@
+"""The command line as a user runs it: real subprocesses over a real tree."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import MAIN_PY, PROJECT_DIR, write
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(MAIN_PY), *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def test_index_search_status_round_trip(source: Path, tmp_path: Path) -> None:
+    write(source, "ops/firewall.md", "# Firewall\n\nOpen port 22 with ufw allow.\n")
+    write(source, "shop.txt", "eggs and milk")
+    idx = ["--source", str(source), "--index-dir", str(tmp_path / "idx")]
+    indexed = run("index", *idx)
+    assert indexed.returncode == 0, indexed.stderr
+    assert indexed.stdout == ""
+    assert "indexed 2 files" in indexed.stderr and "2/2 files" in indexed.stderr
+
+    found = run("search", "how do I open a port in the firewall?", *idx, "--json")
+    assert found.returncode == 0, found.stderr
+    reply = json.loads(found.stdout)
+    assert reply["results"][0]["path"] == "ops/firewall.md" and reply["files_matched"] == 1
+
+    human = run("search", "milk", *idx)
+    assert human.stdout.startswith("shop.txt:1-1")
+
+    status = json.loads(run("status", *idx, "--json").stdout)
+    assert status["indexed_files"] == 2 and status["last_scan"]
+
+    bad = run("search", "???", *idx)
+    assert bad.returncode == 1 and "no words to search for" in bad.stderr
+
+
+def test_search_before_any_index_says_what_to_do(source: Path, tmp_path: Path) -> None:
+    result = run("search", "x", "--source", str(source), "--index-dir", str(tmp_path / "none"))
+    assert result.returncode == 1
+    assert "no index yet" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_cli_subcommands_do_not_import_the_mcp_sdk(source: Path, tmp_path: Path) -> None:
+    write(source, "a.md", "alpha")
+    probe = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import main;"
+        "codes = [main.main(['index', '--source', sys.argv[2], '--index-dir', sys.argv[3]]),"
+        " main.main(['search', 'alpha', '--source', sys.argv[2], '--index-dir', sys.argv[3]]),"
+        " main.main(['status', '--source', sys.argv[2], '--index-dir', sys.argv[3]])];"
+        "loaded = sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.'));"
+        "print(codes, loaded)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(PROJECT_DIR), str(source), str(tmp_path / "idx")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert out.stdout.strip().endswith("[0, 0, 0] []"), out.stdout + out.stderr
+
+
+def test_default_config_json_in_the_working_directory_is_read(source: Path, tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "config.json").write_text(json.dumps({"source_directory": str(source), "scan_interval_seconds": -3}))
+    result = run("status", cwd=work)
+    assert result.returncode == 2 and "scan_interval_seconds" in result.stderr and "config.json" in result.stderr

@@ -1,0 +1,119 @@
+"""Configuration: precedence file < environment < flags, and one clear error per bad value."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from config import PROJECT_DIR, load_config
+from exceptions import ConfigError
+from tests.conftest import MAIN_PY
+
+
+def test_defaults_need_only_a_source(source: Path) -> None:
+    config = load_config({"source_directory": str(source)}, environ={})
+    assert config.source_directory == source.resolve()
+    assert config.index_output_directory == PROJECT_DIR / "indexes"
+    assert config.included_extensions == (".txt", ".md", ".rst")
+    assert config.excluded_extensions == ()
+    assert config.scan_interval_seconds == 300
+    assert config.max_file_size_mb == 10
+
+
+def test_file_then_environment_then_flags(source: Path, tmp_path: Path) -> None:
+    config_file = tmp_path / "conf" / "c.json"
+    config_file.parent.mkdir()
+    config_file.write_text(json.dumps({
+        "source_directory": str(source), "index_output_directory": "out", "scan_interval_seconds": 10,
+        "max_file_size_mb": 1, "included_extensions": ["MD", ".txt"],
+    }))
+    env = {"DOCSEARCH_SCAN_INTERVAL_SECONDS": "20", "DOCSEARCH_EXCLUDED_EXTENSIONS": ".log,.tmp"}
+    config = load_config({"max_file_size_mb": "2.5"}, config_file, env)
+    assert config.index_output_directory == config_file.parent.resolve() / "out"  # relative to the file
+    assert config.included_extensions == (".md", ".txt")  # normalised
+    assert config.scan_interval_seconds == 20  # env beats file
+    assert config.excluded_extensions == (".log", ".tmp")
+    assert config.max_file_size_mb == 2.5  # flag beats file
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "fragment"),
+    [
+        ({"scan_interval_seconds": -1}, "scan_interval_seconds", "0 or more"),
+        ({"scan_interval_seconds": "soon"}, "scan_interval_seconds", "must be a number"),
+        ({"scan_interval_seconds": True}, "scan_interval_seconds", "must be a number"),
+        ({"max_file_size_mb": 0}, "max_file_size_mb", "greater than 0"),
+        ({"included_extensions": ".md"}, "included_extensions", "list of extensions"),
+        ({"included_extensions": [".md", 3]}, "included_extensions", "list of extensions"),
+        ({"excluded_extensions": [""]}, "excluded_extensions", "must not be empty"),
+        ({"source_directory": 42}, "source_directory", "path string"),
+        ({"colour": "blue"}, "colour", "unknown setting"),
+    ],
+)
+def test_bad_values_name_the_key(source: Path, tmp_path: Path, overrides: dict, key: str, fragment: str) -> None:
+    config_file = tmp_path / "c.json"
+    config_file.write_text(json.dumps({"source_directory": str(source), **overrides}))
+    with pytest.raises(ConfigError) as caught:
+        load_config({}, config_file, {})
+    assert caught.value.key == key
+    assert fragment in str(caught.value)
+    assert str(config_file) in str(caught.value)
+
+
+def test_missing_source_and_source_that_is_a_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="source_directory: required"):
+        load_config({}, None, {})
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config({"source_directory": str(tmp_path / "nope")}, None, {})
+    a_file = tmp_path / "f.txt"
+    a_file.write_text("x")
+    with pytest.raises(ConfigError, match="is not a directory"):
+        load_config({"source_directory": str(a_file)}, None, {})
+
+
+def test_config_file_that_is_not_json(tmp_path: Path) -> None:
+    bad = tmp_path / "c.json"
+    bad.write_text("{not json")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        load_config({}, bad, {})
+
+
+def test_two_sources_never_share_an_index_file(tmp_path: Path) -> None:
+    (tmp_path / "a" / "notes").mkdir(parents=True)
+    (tmp_path / "b" / "notes").mkdir(parents=True)
+    shared = {"index_output_directory": str(tmp_path / "idx")}
+    first = load_config({**shared, "source_directory": str(tmp_path / "a" / "notes")}, None, {})
+    second = load_config({**shared, "source_directory": str(tmp_path / "b" / "notes")}, None, {})
+    assert first.db_path.parent == second.db_path.parent
+    assert first.db_path != second.db_path
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--scan-interval", "-5"], "scan_interval_seconds: must be 0 or more"),
+        (["--max-file-size-mb", "lots"], "max_file_size_mb: must be a number"),
+    ],
+)
+def test_cli_exits_2_with_one_line(source: Path, args: list[str], fragment: str) -> None:
+    run = subprocess.run(
+        [sys.executable, str(MAIN_PY), "index", "--source", str(source), *args],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert run.returncode == 2
+    assert run.stdout == ""
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0] and "Traceback" not in run.stderr
+
+
+def test_cli_missing_source_exits_2(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, str(MAIN_PY), "status", "--source", str(tmp_path / "missing")],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )
+    assert run.returncode == 2
+    assert "source_directory" in run.stderr and "does not exist" in run.stderr

@@ -1,0 +1,212 @@
+"""Walking, filtering, reading and decoding real files; refusing unsafe paths."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from exceptions import FileSkipped, UnsafePathError
+from file_utils import FileFilter, decode_text, read_regular_file, resolve_user_path, walk_source
+from tests.conftest import write
+
+
+@pytest.fixture(autouse=True)
+def no_hang() -> Iterator[None]:
+    """A test that would block (e.g. on opening a FIFO) fails after 20 s instead of hanging CI."""
+    def fail(*_: object) -> None:
+        raise TimeoutError("test hung")
+    previous = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def make_filter(tmp_path: Path, **overrides: object) -> FileFilter:
+    settings = {
+        "included_extensions": (".md", ".txt"),
+        "excluded_extensions": (),
+        "max_size_bytes": 1000,
+        "index_directory": tmp_path / "indexes",
+        **overrides,
+    }
+    return FileFilter(**settings)  # type: ignore[arg-type]
+
+
+def walk(root: Path, file_filter: FileFilter) -> tuple[list[str], dict[str, str]]:
+    skipped: dict[str, str] = {}
+    found = [f.path for f in walk_source(root, file_filter, lambda p, r, d: skipped.__setitem__(p, r))]
+    return sorted(found), skipped
+
+
+def test_walk_filters_by_extension_case_insensitively_and_recurses(source: Path, tmp_path: Path) -> None:
+    write(source, "a.md", "x")
+    write(source, "deep/er/B.TXT", "x")
+    write(source, "c.log", "x")
+    write(source, "d.md.bak", "x")
+    found, skipped = walk(source, make_filter(tmp_path))
+    assert found == ["a.md", "deep/er/B.TXT"]
+    assert skipped == {"c.log": "excluded_extension", "d.md.bak": "excluded_extension"}
+
+
+def test_excluded_extension_wins_and_large_files_are_skipped(source: Path, tmp_path: Path) -> None:
+    write(source, "keep.md", "x")
+    write(source, "drafts.secret.md", "x")
+    write(source, "big.md", "x" * 1001)
+    found, skipped = walk(source, make_filter(tmp_path, excluded_extensions=(".secret.md",)))
+    assert found == ["keep.md"]
+    assert skipped == {"drafts.secret.md": "excluded_extension", "big.md": "too_large"}
+
+
+def test_vcs_folders_are_not_entered(source: Path, tmp_path: Path) -> None:
+    write(source, ".git/notes.md", "x")
+    write(source, "node_modules/pkg/README.md", "x")
+    write(source, "real.md", "x")
+    found, skipped = walk(source, make_filter(tmp_path))
+    assert found == ["real.md"]
+    assert skipped == {".git/": "excluded_directory", "node_modules/": "excluded_directory"}
+
+
+def test_index_directory_inside_the_source_is_never_walked(source: Path) -> None:
+    write(source, "note.md", "x")
+    write(source, "indexes/notes-abc.sqlite3", "x")
+    write(source, "indexes/leftover.md", "x")
+    found, _ = walk(source, make_filter(source, index_directory=source / "indexes"))
+    assert found == ["note.md"]
+
+
+def test_index_directory_equal_to_the_source_skips_only_index_files(source: Path) -> None:
+    write(source, "note.md", "x")
+    write(source, "notes-abc.sqlite3-wal.md", "x")
+    found, _ = walk(source, make_filter(source, index_directory=source, included_extensions=(".md", ".sqlite3")))
+    assert found == ["note.md"]
+
+
+def test_fifo_and_socket_are_skipped_without_opening(source: Path, tmp_path: Path) -> None:
+    os.mkfifo(source / "pipe.md")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(source / "sock.md"))
+    try:
+        found, skipped = walk(source, make_filter(tmp_path))
+    finally:
+        server.close()
+    assert found == []
+    assert skipped == {"pipe.md": "not_regular_file", "sock.md": "not_regular_file"}
+
+
+def test_reading_a_file_replaced_by_a_fifo_does_not_hang(source: Path) -> None:
+    os.mkfifo(source / "swap.md")
+    with pytest.raises(FileSkipped) as caught:
+        read_regular_file(source, "swap.md", 1000)
+    assert caught.value.reason == "not_regular_file"
+
+
+def test_symlinks_inside_are_followed_outside_are_not_and_loops_end(source: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    write(outside, "secret.md", "top secret")
+    write(source, "docs/real.md", "x")
+    (source / "to_secret.md").symlink_to(outside / "secret.md")
+    (source / "to_outside").symlink_to(outside)
+    (source / "alias.md").symlink_to(source / "docs" / "real.md")
+    (source / "docs" / "loop").symlink_to(source)
+    (source / "dangling.md").symlink_to(source / "missing.md")
+    found, skipped = walk(source, make_filter(tmp_path))
+    assert found == ["alias.md", "docs/real.md"]
+    assert skipped["to_secret.md"] == "symlink_outside_source"
+    assert skipped["to_outside"] == "symlink_outside_source"
+    assert skipped["docs/loop/"] == "symlink_loop"
+    assert skipped["dangling.md"] == "broken_symlink"
+
+
+def test_deeply_nested_folders_do_not_hit_the_recursion_limit(source: Path, tmp_path: Path) -> None:
+    deep = source
+    for _ in range(250):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    (deep / "bottom.md").write_text("x")
+    found, _ = walk(source, make_filter(tmp_path))
+    assert found == ["d/" * 250 + "bottom.md"]
+
+
+@pytest.mark.parametrize(
+    ("data", "text", "encoding", "fallback"),
+    [
+        ("héllo wörld".encode(), "héllo wörld", "utf-8", False),
+        (b"\xef\xbb\xbfbom text", "bom text", "utf-8-sig", False),
+        ("ünïcode".encode("utf-16"), "ünïcode", "utf-16-le", False),
+        (b"\xfe\xff" + "big end".encode("utf-16-be"), "big end", "utf-16-be", False),
+        ("wide".encode("utf-32"), "wide", "utf-32-le", False),
+        ("no bom here".encode("utf-16-le"), "no bom here", "utf-16-le", False),
+        ("café crème".encode("latin-1"), "café crème", "cp1252", True),
+        (b"\x93smart quotes\x94 \x80", "\u201csmart quotes\u201d \u20ac", "cp1252", True),
+        (b"", "", "utf-8", False),
+    ],
+)
+def test_decoding(data: bytes, text: str, encoding: str, fallback: bool) -> None:
+    assert decode_text("f.txt", data) == (text, encoding, fallback)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"PNG\x00\x00\x00\rIHDR",
+        bytes(range(256)) * 4,
+        b"\x01\x02\x03\x04\x05\x06 mostly control \x07\x0e\x0f\x10\x11\x12\x13\x14\x15",
+        b"\xff\xfe" + b"\x00\xd8",  # a UTF-16 BOM followed by a lone surrogate
+    ],
+)
+def test_binary_content_is_refused(data: bytes) -> None:
+    with pytest.raises(FileSkipped) as caught:
+        decode_text("x.txt", data)
+    assert caught.value.reason == "binary"
+
+
+def test_read_regular_file_enforces_the_size_limit(source: Path) -> None:
+    write(source, "big.txt", "x" * 2000)
+    with pytest.raises(FileSkipped) as caught:
+        read_regular_file(source, "big.txt", 1000)
+    assert caught.value.reason == "too_large"
+    with pytest.raises(FileSkipped) as gone:
+        read_regular_file(source, "missing.txt", 1000)
+    assert gone.value.reason == "vanished"
+
+
+@pytest.mark.parametrize(
+    ("user_path", "expected"),
+    [
+        ("a.md", "a.md"),
+        ("./sub/../a.md", None),
+        ("sub//b.md", "sub/b.md"),
+        ("../etc/passwd", None),
+        ("sub/../../x", None),
+        ("..\\..\\etc\\passwd", None),
+        ("%2e%2e/%2e%2e/etc/passwd", None),
+        ("a.md\x00.txt", None),
+        ("/etc/passwd", None),
+        ("", None),
+        (".", None),
+        ("link_out/secret.md", None),
+        ("indexes/notes.sqlite3", None),
+        ("x.sqlite3-wal", None),
+    ],
+)
+def test_resolve_user_path(source: Path, tmp_path: Path, user_path: str, expected: str | None) -> None:
+    outside = tmp_path / "outside"
+    write(outside, "secret.md", "x")
+    (source / "link_out").symlink_to(outside)
+    if expected is None:
+        with pytest.raises(UnsafePathError) as caught:
+            resolve_user_path(source, user_path, source / "indexes")
+        assert caught.value.reason
+    else:
+        assert resolve_user_path(source, user_path, source / "indexes") == expected
+
+
+def test_absolute_path_inside_the_source_is_accepted(source: Path, tmp_path: Path) -> None:
+    write(source, "sub/a.md", "x")
+    assert resolve_user_path(source, str(source / "sub" / "a.md"), tmp_path / "idx") == "sub/a.md"

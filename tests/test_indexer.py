@@ -1,0 +1,160 @@
+"""Indexing real files into a real SQLite file: change detection, deletion, rename, sections."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from indexer import RACY_WINDOW_NS, TextIndexer, read_status, split_sections
+from models import ServerConfig
+from search import search
+from tests.conftest import write
+
+
+def found(config: ServerConfig, query: str) -> list[str]:
+    return [hit["path"] for hit in search(config.db_path, query, 20)["results"]]
+
+
+def test_first_scan_indexes_text_and_counts_skips(indexer: TextIndexer, config: ServerConfig, source: Path) -> None:
+    write(source, "a.md", "# Alpha\n\napples and pears\n")
+    write(source, "b.txt", "bananas")
+    write(source, "c.bin.txt", b"\x00\x01\x02")
+    write(source, "d.log", "logs")
+    reply = indexer.scan()
+    assert reply == {"success": True, "files_processed": 2, "files_removed": 0, "errors": []}
+    assert found(config, "apples") == ["a.md"]
+    status = read_status(config, indexer)
+    assert status["indexed_files"] == 2
+    assert status["skipped_files"] == {"binary": 1, "excluded_extension": 1}
+    assert status["last_scan"] is not None
+    assert status["state"] == "idle"
+
+
+def test_unchanged_files_are_not_read_again(indexer: TextIndexer, source: Path) -> None:
+    path = write(source, "a.md", "stable")
+    old = path.stat().st_mtime_ns - 10 * RACY_WINDOW_NS
+    os.utime(path, ns=(old, old))
+    indexer.scan()
+    assert indexer.scan()["files_processed"] == 0
+
+
+def test_edit_that_keeps_size_and_second_is_detected(indexer: TextIndexer, config: ServerConfig, source: Path) -> None:
+    path = write(source, "a.md", "original words")
+    second = (path.stat().st_mtime_ns // 1_000_000_000) * 1_000_000_000
+    os.utime(path, ns=(second + 1000, second + 1000))
+    indexer.scan()
+    path.write_text("replaced words")  # same length
+    os.utime(path, ns=(second + 2000, second + 2000))  # same second, 1 µs later
+    assert indexer.scan()["files_processed"] == 1
+    assert found(config, "replaced") == ["a.md"]
+    assert found(config, "original") == []
+
+
+def test_racy_edit_with_identical_mtime_and_size_is_caught_by_hash(
+    indexer: TextIndexer, config: ServerConfig, source: Path
+) -> None:
+    path = write(source, "a.md", "first version")
+    stamp = path.stat().st_mtime_ns
+    indexer.scan()
+    path.write_text("other version")  # same size
+    os.utime(path, ns=(stamp, stamp))  # mtime restored exactly: only the content differs
+    indexer.scan()
+    assert found(config, "other") == ["a.md"]
+    assert found(config, "first") == []
+
+
+def test_deleted_and_renamed_files(indexer: TextIndexer, config: ServerConfig, source: Path) -> None:
+    write(source, "gone.md", "vanishing content")
+    write(source, "old/name.md", "movable content")
+    indexer.scan()
+    (source / "gone.md").unlink()
+    (source / "new").mkdir()
+    (source / "old" / "name.md").rename(source / "new" / "name.md")
+    reply = indexer.scan()
+    assert reply["files_removed"] == 2 and reply["files_processed"] == 1
+    assert found(config, "vanishing") == []
+    assert found(config, "movable") == ["new/name.md"]
+
+
+def test_a_file_that_becomes_binary_or_too_large_leaves_the_index(indexer: TextIndexer, config: ServerConfig, source: Path) -> None:
+    write(source, "a.txt", "findable words")
+    write(source, "b.txt", "other findable")
+    indexer.scan()
+    write(source, "a.txt", b"\x00binary now findable")
+    write(source, "b.txt", "findable " * 2_000_000)  # over the 10 MB limit
+    indexer.scan()
+    assert found(config, "findable") == []
+    assert read_status(config, indexer)["skipped_files"] == {"binary": 1, "too_large": 1}
+
+
+def test_fallback_decoded_files_are_indexed_and_flagged(indexer: TextIndexer, config: ServerConfig, source: Path) -> None:
+    write(source, "latin.txt", "na\xefve caf\xe9".encode("latin-1"))
+    write(source, "utf16.txt", "unicode sixteen".encode("utf-16"))
+    indexer.scan()
+    assert found(config, "café") == ["latin.txt"]
+    assert found(config, "sixteen") == ["utf16.txt"]
+    assert read_status(config, indexer)["fallback_decoded_files"] == 1
+
+
+def test_refresh_one_file_indexes_and_removes(indexer: TextIndexer, config: ServerConfig, source: Path) -> None:
+    indexer.scan()
+    write(source, "new.md", "fresh content")
+    assert indexer.refresh_file("new.md") == {"success": True, "files_processed": 1, "files_removed": 0, "errors": []}
+    assert found(config, "fresh") == ["new.md"]
+    (source / "new.md").unlink()
+    assert indexer.refresh_file(str(source / "new.md"))["files_removed"] == 1
+    assert found(config, "fresh") == []
+    missing = indexer.refresh_file("never.md")
+    assert not missing["success"] and "no such file" in missing["errors"][0]
+    write(source, "pic.png", b"\x89PNG")
+    skipped = indexer.refresh_file("pic.png")
+    assert not skipped["success"] and "excluded_extension" in skipped["errors"][0]
+
+
+def test_each_file_has_one_metadata_row_and_matching_fts_rows(indexer: TextIndexer, config: ServerConfig, source: Path) -> None:
+    for i in range(30):
+        write(source, f"f{i}.md", f"# File {i}\n\nbody {i}\n\n## Part\n\nmore {i}\n")
+    indexer.scan()
+    for i in range(0, 30, 2):
+        write(source, f"f{i}.md", f"# Edited {i}\n\nonly one section\n")
+    indexer.scan()
+    conn = sqlite3.connect(config.db_path)
+    files = conn.execute("SELECT count(*), sum(section_count) FROM files").fetchone()
+    sections = conn.execute("SELECT count(*) FROM sections").fetchone()[0]
+    fts_rows = conn.execute("SELECT count(*) FROM sections_fts_docsize").fetchone()[0]
+    assert files == (30, 15 * 1 + 15 * 2)
+    assert sections == fts_rows == 45
+    conn.execute("INSERT INTO sections_fts(sections_fts) VALUES ('integrity-check')")
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "title", "headings"),
+    [
+        ("a.md", "---\ntitle: Front\n---\nintro\n# Top\nx\n## Sub\ny\n", "Front", ["", "Top", "Top > Sub"]),
+        ("a.md", "# One\n```\n# not a heading\n```\n## Two\nz\n", "One", ["One", "One > Two"]),
+        ("a.rst", "=====\nTitle\n=====\n\nintro\n\nPart\n----\nbody\n", "Title", ["Title", "Title > Part"]),
+        ("a.txt", "Shopping list\n\neggs\n", "Shopping list", [""]),
+    ],
+)
+def test_sections_follow_headings(name: str, text: str, title: str, headings: list[str]) -> None:
+    got_title, sections = split_sections(text, name)
+    assert got_title == title
+    assert [s.heading for s in sections] == headings
+    assert "\n".join(s.body for s in sections).strip() == text.strip()
+
+
+def test_large_files_are_split_into_bounded_sections_with_line_ranges() -> None:
+    paragraphs = [f"paragraph {i} " + "word " * 100 for i in range(200)]
+    text = "\n\n".join(paragraphs)
+    _, sections = split_sections(text, "big.txt")
+    assert len(sections) > 10
+    assert all(len(s.body) <= 8000 for s in sections)
+    lines = text.split("\n")
+    for s in sections:
+        assert "\n".join(lines[s.start_line - 1:s.end_line]) == s.body
+    one_line = "x" * 50_000
+    assert [len(s.body) for s in split_sections(one_line, "long.txt")[1]] == [8000] * 6 + [2000]

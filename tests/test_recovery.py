@@ -1,0 +1,98 @@
+"""A damaged index is moved aside and rebuilt; a killed indexer leaves a consistent index."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from database import IndexWriter
+from indexer import TextIndexer, read_status
+from models import ServerConfig
+from search import search
+from tests.conftest import MAIN_PY, write
+
+
+def damage(db: Path, how: str) -> None:
+    if how == "not sqlite":
+        db.write_bytes(b"this is a text file, not a database" * 100)
+    elif how == "truncated":
+        db.write_bytes(db.read_bytes()[:100])
+    elif how == "garbage middle":
+        data = bytearray(db.read_bytes())
+        third = len(data) // 3
+        data[third:2 * third] = bytes((i * 37 + 11) % 256 for i in range(third))
+        db.write_bytes(bytes(data))
+    elif how == "foreign":
+        db.unlink()
+        conn = sqlite3.connect(db)
+        conn.execute("CREATE TABLE customers (name TEXT)")
+        conn.commit()
+        conn.close()
+
+
+@pytest.mark.parametrize("how", ["not sqlite", "truncated", "garbage middle", "foreign"])
+def test_damaged_index_is_moved_aside_and_rebuilt(config: ServerConfig, source: Path, how: str, caplog: pytest.LogCaptureFixture) -> None:
+    for i in range(40):
+        write(source, f"n{i}.md", f"# Note {i}\n\nunique{i} " + "padding words " * 200)
+    writer = IndexWriter(config.db_path)
+    TextIndexer(config, writer).scan()
+    writer.checkpoint()
+    writer.close()
+    damage(config.db_path, how)
+
+    writer = IndexWriter(config.db_path)
+    indexer = TextIndexer(config, writer)
+    found_on_open = how != "garbage middle"  # a bad header is seen on open; damaged pages by quick_check
+    assert indexer.check_integrity() is found_on_open
+    assert writer.recovered_from is not None
+    indexer.scan()
+    assert search(config.db_path, "unique7", 5)["results"][0]["path"] == "n7.md"
+    moved = list(config.db_path.parent.glob("*.corrupt-*"))
+    assert moved, "the damaged file is kept for inspection"
+    assert "moved it to" in caplog.text
+    status = read_status(config, indexer)
+    assert status["errors_encountered"] == 1 and "moved it to" in (status["last_error"] or "")
+    writer.close()
+
+
+def test_zero_length_file_is_simply_initialised(config: ServerConfig, source: Path) -> None:
+    config.db_path.parent.mkdir(parents=True)
+    config.db_path.write_bytes(b"")
+    write(source, "a.md", "hello")
+    writer = IndexWriter(config.db_path)
+    TextIndexer(config, writer).scan()
+    assert writer.recovered_from is None
+    assert search(config.db_path, "hello", 5)["results"][0]["path"] == "a.md"
+    writer.close()
+
+
+def test_kill_during_indexing_leaves_a_consistent_index(source: Path, tmp_path: Path) -> None:
+    for i in range(3000):
+        write(source, f"d{i // 100}/f{i}.md", f"# File {i}\n\ntoken{i} " + "lorem ipsum dolor " * 50)
+    args = [sys.executable, str(MAIN_PY), "index", "--source", str(source), "--index-dir", str(tmp_path / "idx")]
+    db = None
+    for delay in (0.6, 1.0):
+        proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        db = next((tmp_path / "idx").glob("*.sqlite3"), None)
+        if db is None:
+            continue
+        conn = sqlite3.connect(db)
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        files, sections = conn.execute("SELECT count(*), coalesce(sum(section_count), 0) FROM files").fetchone()
+        assert conn.execute("SELECT count(*) FROM sections").fetchone()[0] == sections
+        assert conn.execute("SELECT count(*) FROM sections_fts_docsize").fetchone()[0] == sections
+        conn.close()
+    assert subprocess.run(args, capture_output=True, timeout=300).returncode == 0
+    assert db is not None
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == 3000
+    assert conn.execute("SELECT count(*) FROM sections_fts WHERE sections_fts MATCH 'token2999'").fetchone()[0] == 1

@@ -1,0 +1,147 @@
+"""Search: any text is a valid query; phrases, prefixes, exclusions; ranking and bounded replies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from exceptions import QueryError
+from indexer import TextIndexer
+from models import ServerConfig
+from search import build_match, parse_query, search
+from tests.conftest import write
+
+
+@pytest.mark.parametrize(
+    ("query", "precise", "broad"),
+    [
+        ("firewall", '("firewall")', None),
+        ("firewall port", '("firewall" AND "port")', '(("firewall" OR "port"))'),
+        ("how do I open a port in the firewall?", '("open" AND "port" AND "firewall")', '(("open" OR "port" OR "firewall"))'),
+        ('"open port" ufw', '("open port" AND "ufw")', None),
+        ("config*", '("config"*)', None),
+        ("apples -pears", '("apples") NOT ("pears")', None),
+        ('apples -"green pears"', '("apples") NOT ("green pears")', None),
+        ("-pears", '("pears")', None),
+        ("e-mail", '("e mail")', None),
+        ("to be or not to be", '("to be or not to be")', '("to" AND "be" AND "or" AND "not" AND "to" AND "be")'),
+        ('a" OR "b', '("OR" AND "b")', None),  # the quoted OR is a phrase; "a" a stopword
+        ("title:secret", '("title secret")', None),
+        ("NEAR(a b)", '("NEAR a" AND "b")', '(("NEAR a" OR "b"))'),
+        ("x AND y", '("x" AND "y")', '(("x" OR "y"))'),
+        ('"unbalanced quote', '("unbalanced quote")', None),
+        ("^caret (paren)", '("caret" AND "paren")', '(("caret" OR "paren"))'),
+    ],
+)
+def test_user_text_becomes_a_quoted_expression(query: str, precise: str, broad: str | None) -> None:
+    plan = build_match(parse_query(query))
+    assert (plan.precise, plan.broad) == (precise, broad)
+
+
+@pytest.mark.parametrize("query", ["", "   ", "!!!", "\"\"", "*", "-", "🙂🙂", "\x00\n\t", "---"])
+def test_queries_without_words_are_a_clear_error(query: str) -> None:
+    with pytest.raises(QueryError, match="no words to search for"):
+        build_match(parse_query(query))
+
+
+@pytest.fixture
+def notes(indexer: TextIndexer, source: Path, config: ServerConfig) -> ServerConfig:
+    write(source, "network/firewall.md", "# Firewall ports\n\nTo allow SSH, run `ufw allow 22` on the host.\n\nPorts are closed by default.\n")
+    write(source, "garden.md", "# Garden\n\nPlant apples and pears in spring. The green pears ripen late.\n")
+    write(source, "orchard.md", "# Orchard\n\nApples only. Apple trees need pruning.\n")
+    write(source, "recipes.txt", "Apple pie\n\nconfiguration of the oven: 200 degrees\n")
+    write(source, "shakespeare.txt", "Hamlet\n\nTo be, or not to be, that is the question.\n")
+    indexer.scan()
+    return config
+
+
+def paths(config: ServerConfig, query: str, limit: int = 10) -> list[str]:
+    return [hit["path"] for hit in search(config.db_path, query, limit)["results"]]
+
+
+def test_natural_language_question_finds_the_note(notes: ServerConfig) -> None:
+    assert paths(notes, "how do I open a port in the firewall?")[0] == "network/firewall.md"
+
+
+def test_keyword_and_phrase_and_prefix_and_exclusion(notes: ServerConfig) -> None:
+    assert set(paths(notes, "apples")) == {"garden.md", "orchard.md", "recipes.txt"}
+    assert paths(notes, '"green pears"') == ["garden.md"]
+    assert paths(notes, "config*") == ["recipes.txt"]
+    assert set(paths(notes, "apples -pears")) == {"orchard.md", "recipes.txt"}
+    assert paths(notes, "to be or not to be") == ["shakespeare.txt"]
+
+
+def test_and_matches_rank_above_partial_matches(notes: ServerConfig) -> None:
+    reply = search(notes.db_path, "apples pruning", 10)
+    assert [hit["path"] for hit in reply["results"]][0] == "orchard.md"
+    scores = [hit["score"] for hit in reply["results"]]
+    assert len(scores) == 3 and scores == sorted(scores, reverse=True) and all(s > 0 for s in scores)
+    assert reply["files_matched"] == 3
+
+
+def test_hits_carry_location_snippet_and_metadata(notes: ServerConfig) -> None:
+    hit = search(notes.db_path, "ufw", 5)["results"][0]
+    assert hit["path"] == "network/firewall.md"
+    assert hit["title"] == "Firewall ports"
+    assert "**ufw**" in hit["snippet"]
+    lines = (notes.source_directory / hit["path"]).read_text().split("\n")
+    assert hit["line_start"] <= 3 <= hit["line_end"]  # "ufw" is on line 3
+    assert "ufw" in "\n".join(lines[hit["line_start"] - 1:hit["line_end"]])
+    assert hit["last_modified"].endswith("+00:00")
+
+
+def test_one_result_per_file_and_limit(indexer: TextIndexer, source: Path, config: ServerConfig) -> None:
+    write(source, "many.md", "".join(f"# Part {i}\n\nneedle text {i}\n\n" for i in range(50)))
+    for i in range(5):
+        write(source, f"other{i}.md", f"needle {i}")
+    indexer.scan()
+    assert paths(config, "needle", 3) == paths(config, "needle", 3)  # deterministic
+    results = paths(config, "needle", 10)
+    assert len(results) == 6 and len(set(results)) == 6
+    assert len(paths(config, "needle", 2)) == 2
+
+
+def test_snippets_are_bounded_for_huge_files(indexer: TextIndexer, source: Path, config: ServerConfig) -> None:
+    write(source, "huge.txt", ("filler words here\n" * 400_000) + "the rare zebra line\n")  # ~7 MB
+    indexer.scan()
+    hit = search(config.db_path, "zebra", 5)["results"][0]
+    assert len(hit["snippet"]) < 1000
+    assert hit["line_start"] <= 400_001 == hit["line_end"]
+    assert hit["line_end"] - hit["line_start"] < 20
+
+
+@pytest.mark.parametrize("limit", [0, -1, 101, 2.5, True])
+def test_bad_limit_is_a_clear_error(notes: ServerConfig, limit: object) -> None:
+    with pytest.raises(QueryError, match="limit must be a whole number from 1 to 100"):
+        search(notes.db_path, "apples", limit)  # type: ignore[arg-type]
+
+
+def test_search_answers_while_the_index_is_empty(config: ServerConfig, indexer: TextIndexer) -> None:
+    assert search(config.db_path, "anything", 10)["results"] == []
+
+
+HOSTILE = st.one_of(
+    st.text(max_size=200),
+    st.lists(st.sampled_from(list('"\'*-^:()[]{}+~ \n\t\x00\\') + ["NEAR(", "AND", "OR", "NOT", "title:", "body:", "apples"]), max_size=30).map("".join),
+    st.lists(st.sampled_from(["apples", "pears", '"', "-", "*", "OR", "NOT", "NEAR(", ")", "^", "title:", ":", "🙂"]), max_size=12).map(" ".join),
+)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(query=HOSTILE)
+def test_any_text_returns_results_or_a_clear_error(notes: ServerConfig, query: str) -> None:
+    try:
+        reply = search(notes.db_path, query, 10)
+    except QueryError as exc:
+        assert "no words to search for" in str(exc)
+    else:
+        assert len(reply["results"]) <= 10
+        assert all(hit["score"] > 0 for hit in reply["results"])
+
+
+def test_a_megabyte_query_is_bounded(notes: ServerConfig) -> None:
+    reply = search(notes.db_path, "apples " + "zzz " * 250_000, 10)
+    assert reply["results"] == [] or reply["results"][0]["path"]
