@@ -290,8 +290,10 @@ def reader(db_path: Path) -> sqlite3.Connection:
         cached = _reader_local.conns = {}
     try:
         inode = os.stat(db_path).st_ino
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise IndexUnavailableError(str(db_path), "no index yet; it is created by the first scan") from None
+    except OSError as exc:
+        raise IndexUnavailableError(str(db_path), f"cannot read it: {exc.strerror or exc}") from None
     entry = cached.get(db_path)
     if entry is not None and entry[1] == inode:
         return entry[0]
