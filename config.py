@@ -33,6 +33,15 @@ ENV_VARS: dict[str, str] = {
     "scan_interval_seconds": "DOCSEARCH_SCAN_INTERVAL_SECONDS",
     "max_file_size_mb": "DOCSEARCH_MAX_FILE_SIZE_MB",
 }
+#: key -> command-line flag that sets it.
+FLAGS: dict[str, str] = {
+    "source_directory": "--source",
+    "index_output_directory": "--index-dir",
+    "included_extensions": "--include-ext",
+    "excluded_extensions": "--exclude-ext",
+    "scan_interval_seconds": "--scan-interval",
+    "max_file_size_mb": "--max-file-size-mb",
+}
 KNOWN_KEYS = frozenset(ENV_VARS)
 
 
@@ -63,7 +72,7 @@ def load_config(
         if key not in KNOWN_KEYS:
             raise ConfigError(key, "unknown setting", "command line")
         if raw is not None:
-            values[key] = _Value(raw, f"--{key}", cwd)
+            values[key] = _Value(raw, FLAGS[key], cwd)
     return _validate(values)
 
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from config import ENV_VARS, load_config
+from config import ENV_VARS, FLAGS, load_config
 from database import IndexWriter
 from exceptions import ConfigError, DocSearchError
 from indexer import TextIndexer, read_status
@@ -44,13 +44,18 @@ Supports "exact phrases", prefix*, and -excluded words. Open the file at those l
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--source", dest="source_directory", metavar="DIR", help="directory to index")
-    common.add_argument("--index-dir", dest="index_output_directory", metavar="DIR", help="where index files go")
+    described = {
+        "source_directory": ("DIR", "directory to index"),
+        "index_output_directory": ("DIR", "where index files go"),
+        "included_extensions": ("EXTS", "comma-separated, e.g. .md,.txt"),
+        "excluded_extensions": ("EXTS", "comma-separated, e.g. .log"),
+        "scan_interval_seconds": ("S", "seconds between rescans (0: only at start)"),
+        "max_file_size_mb": ("N", "skip larger files"),
+    }
+    for key, flag in FLAGS.items():
+        metavar, text = described[key]
+        common.add_argument(flag, dest=key, metavar=metavar, help=text)
     common.add_argument("--config", metavar="FILE", help="JSON config file (default: ./config.json if present)")
-    common.add_argument("--scan-interval", dest="scan_interval_seconds", metavar="S", help="seconds between rescans (0: only at start)")
-    common.add_argument("--include-ext", dest="included_extensions", metavar="EXTS", help="comma-separated, e.g. .md,.txt")
-    common.add_argument("--exclude-ext", dest="excluded_extensions", metavar="EXTS", help="comma-separated, e.g. .log")
-    common.add_argument("--max-file-size-mb", dest="max_file_size_mb", metavar="N", help="skip larger files")
     common.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     env_help = "environment: " + ", ".join(ENV_VARS.values())
     parser = argparse.ArgumentParser(prog="main.py", description="Local full-text search over MCP stdio.", epilog=env_help)
