@@ -192,11 +192,11 @@ class IndexWriter:
         ids = [section_id(file_id, n) for n in range(len(sections))]
         self.conn.executemany(
             "INSERT INTO sections (id, start_line, end_line, heading, body) VALUES (?, ?, ?, ?, ?)",
-            [(i, s.start_line, s.end_line, s.heading, compress(s.body)) for i, s in zip(ids, sections)],
+            [(i, s.start_line, s.end_line, s.heading, compress(s.body)) for i, s in zip(ids, sections, strict=True)],
         )
         self.conn.executemany(
             "INSERT INTO sections_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
-            [(i, title, s.heading, s.body) for i, s in zip(ids, sections)],
+            [(i, title, s.heading, s.body) for i, s in zip(ids, sections, strict=True)],
         )
 
     def _delete_sections(self, file_id: int) -> None:

@@ -185,7 +185,7 @@ class Changes:
 
     to_read: list[DiskFile] = field(default_factory=list)
     to_verify: list[DiskFile] = field(default_factory=list)
-    to_remove: list[tuple[str, int]] = field(default_factory=list)
+    to_remove: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str, str]] = field(default_factory=list)
 
 
@@ -204,7 +204,10 @@ class FileScanner:
     def changes(self, stored: dict[str, StoredFile]) -> Changes:
         result = Changes()
         seen: set[str] = set()
-        on_skip = lambda path, reason, detail: result.skipped.append((path, reason, detail))  # noqa: E731
+
+        def on_skip(path: str, reason: str, detail: str) -> None:
+            result.skipped.append((path, reason, detail))
+
         for disk in walk_source(self.root, self.filter, on_skip):
             seen.add(disk.path)
             known = stored.get(disk.path)
@@ -212,7 +215,7 @@ class FileScanner:
                 result.to_read.append(disk)
             elif known.indexed_at_ns - known.mtime_ns < RACY_WINDOW_NS:
                 result.to_verify.append(disk)
-        result.to_remove = [(path, known.file_id) for path, known in stored.items() if path not in seen]
+        result.to_remove = [path for path in stored if path not in seen]
         return result
 
 
@@ -311,10 +314,10 @@ class TextIndexer:
         errors = [f"{path}: {reason}{': ' + detail if detail else ''}" for path, reason, detail in outcome.skipped if reason in ERROR_REASONS]
         return {"success": True, "files_processed": outcome.written, "files_removed": removed, "errors": errors[:100]}
 
-    def _remove(self, to_remove: list[tuple[str, int]], on_progress: Callable[[ScanProgress], None] | None) -> int:
+    def _remove(self, to_remove: list[str], on_progress: Callable[[ScanProgress], None] | None) -> int:
         for start in range(0, len(to_remove), BATCH_FILES):
             with self.writer.transaction():
-                for path, file_id in to_remove[start:start + BATCH_FILES]:
+                for path in to_remove[start:start + BATCH_FILES]:
                     current = self.writer.stored_file(path)
                     if current is not None:
                         self.writer.remove_file(current.file_id)
