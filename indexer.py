@@ -307,7 +307,9 @@ class TextIndexer:
             self.writer.set_meta("last_scan", datetime.now(timezone.utc).isoformat(timespec="seconds"))
             self.writer.set_meta("skipped_counts", json.dumps(dict(Counter(reason for _, reason, _ in skipped))))
         progress.skipped = dict(Counter(reason for _, reason, _ in skipped))
-        logger.info(
+        changed = outcome.written or removed or outcome.skipped
+        logger.log(
+            logging.INFO if changed else logging.DEBUG,
             "scan done: %d files read, %d removed, %d unchanged verified, skipped %s, %.1fs",
             outcome.written, removed, outcome.verified, progress.skipped or "none", time.time() - (progress.started_at or 0),
         )
