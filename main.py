@@ -197,8 +197,11 @@ class Daemon:
                 if not checked:
                     self.indexer.check_integrity()
                     checked = True
-                self.indexer.scan()
-                self.first_scan_done.set()
+                reply = self.indexer.scan()
+                if not self.first_scan_done.is_set():
+                    logger.info("first scan finished: %d files read, %d removed; serving %s",
+                                reply["files_processed"], reply["files_removed"], self.config.source_directory)
+                    self.first_scan_done.set()
                 interval = self.config.scan_interval_seconds
             else:
                 interval = min(self.config.scan_interval_seconds or WRITER_RETRY_SECONDS, WRITER_RETRY_SECONDS)
