@@ -12,6 +12,8 @@ The MCP SDK is imported only by ``serve``, so the other subcommands start fast.
 import argparse
 import json
 import logging
+import os
+import signal
 import sys
 import threading
 import time
@@ -272,9 +274,18 @@ def cmd_serve(config: ServerConfig, args: argparse.Namespace) -> int:
     daemon.start()
     if sys.stdin.isatty():
         logger.info("serving %s over MCP stdio; this is meant to be started by an MCP client (Ctrl-C stops)", config.source_directory)
+    signal.signal(signal.SIGINT, _exit_on_interrupt)
     server.run()
     daemon.stopping.set()
     return 0
+
+
+def _exit_on_interrupt(signum: int, frame: object) -> None:
+    # The SDK reads stdin on a worker thread that stays blocked in read() on a terminal, so a
+    # cancelled event loop would wait for it forever. The index is crash-safe: leaving at once loses nothing.
+    logger.info("interrupted; stopping")
+    logging.shutdown()
+    os._exit(130)
 
 
 if __name__ == "__main__":

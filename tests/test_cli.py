@@ -67,3 +67,25 @@ def test_default_config_json_in_the_working_directory_is_read(source: Path, tmp_
     (work / "config.json").write_text(json.dumps({"source_directory": str(source), "scan_interval_seconds": -3}))
     result = run("status", cwd=work)
     assert result.returncode == 2 and "scan_interval_seconds" in result.stderr and "config.json" in result.stderr
+
+
+def test_serve_stops_on_ctrl_c_while_its_client_stays_connected(source: Path, tmp_path: Path) -> None:
+    import signal
+    import time
+
+    write(source, "a.md", "alpha")
+    proc = subprocess.Popen(
+        [sys.executable, str(MAIN_PY), "--source", str(source), "--index-dir", str(tmp_path / "idx")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not list((tmp_path / "idx").glob("*.sqlite3")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)  # let the server reach its stdin loop
+    proc.send_signal(signal.SIGINT)
+    try:
+        code = proc.wait(timeout=20)
+    finally:
+        proc.kill()
+        proc.communicate()  # stdin is still open: the server must not wait for it to close
+    assert code == 130
