@@ -137,3 +137,65 @@ def test_keyword_queries_rank_as_plain_fts5_and(tmp_path: Path) -> None:
         assert len(got) == min(10, len(expected)), query
         compared += len(got)
     assert compared > 200  # the queries did find files to compare
+
+
+# ---- questions -------------------------------------------------------------------------------
+
+
+def _index(tmp_path: Path, files: dict[str, str]) -> Path:
+    source = tmp_path / "src"
+    source.mkdir()
+    for name, text in files.items():
+        (source / name).write_text(text, encoding="utf-8")
+    config = ServerConfig(source_directory=source, index_output_directory=tmp_path / "index", scan_interval_seconds=0)
+    writer = IndexWriter(config.db_path)
+    TextIndexer(config, writer).scan()
+    writer.close()
+    return config.db_path
+
+
+FILLER = {f"other{n}.txt": f"notes {n}\n\ngardening soil compost tomato seedlings watering schedule {n}\n" for n in range(20)}
+BUZZ = "aileron buzz at transonic speed: a flutter of the control surface; oscillation of the hinge moment\n"
+QUESTION = "what is the mechanism of transonic aileron buzz and flutter"
+
+
+def test_question_finds_a_file_through_feedback_words(tmp_path: Path) -> None:
+    files = {f"buzz{n}.txt": f"report {n}\n\n{BUZZ}" for n in range(4)}
+    files["hinge.txt"] = "measurements\n\nhinge moment oscillation recorded in the wind tunnel\n"
+    db_path = _index(tmp_path, {**FILLER, **files})
+    paths = [hit["path"] for hit in search(db_path, QUESTION, 10)["results"]]
+    assert sorted(paths[:4]) == sorted(f"buzz{n}.txt" for n in range(4))
+    assert paths[4] == "hinge.txt"  # shares no word with the question, only with its best files
+    assert search(db_path, QUESTION, 10) == search(db_path, QUESTION, 10)
+
+
+def test_feedback_is_skipped_when_the_question_matches_too_many_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files = {f"buzz{n}.txt": f"report {n}\n\n{BUZZ}" for n in range(4)}
+    files["hinge.txt"] = "measurements\n\nhinge moment oscillation recorded in the wind tunnel\n"
+    db_path = _index(tmp_path, {**FILLER, **files})
+    monkeypatch.setattr("search.FEEDBACK_MAX_FILES", 3)
+    reply = search(db_path, QUESTION, 10)
+    assert sorted(hit["path"] for hit in reply["results"]) == sorted(f"buzz{n}.txt" for n in range(4))
+    assert reply["files_matched"] == 4
+
+
+def test_a_quoted_phrase_in_a_question_ranks_but_does_not_filter(tmp_path: Path) -> None:
+    db_path = _index(tmp_path, {
+        **FILLER,
+        "phrase.txt": "flaps\n\nwing flaps lower the stall speed for landing\n",
+        "words.txt": "flaps\n\nwing flaps change the lift at landing; speed and stall are discussed later\n",
+        "nophrase.txt": "flaps\n\nwing flaps change the lift at landing\n",
+    })
+    paths = [hit["path"] for hit in search(db_path, 'how do wing flaps change "stall speed" at landing', 10)["results"]]
+    assert paths[0] == "phrase.txt" and set(paths) == {"phrase.txt", "words.txt", "nophrase.txt"}
+    keyword = [hit["path"] for hit in search(db_path, 'flaps "stall speed"', 10)["results"]]
+    assert keyword == ["phrase.txt"]  # in a keyword query the phrase is required
+
+
+def test_a_question_made_only_of_stopwords_finds_the_phrase(tmp_path: Path) -> None:
+    db_path = _index(tmp_path, {
+        **FILLER,
+        "hamlet.txt": "hamlet\n\nto be, or not to be, that is the question\n",
+        "shuffled.txt": "shuffled\n\nnot to be or to be\n",
+    })
+    assert [hit["path"] for hit in search(db_path, "to be or not to be", 10)["results"]][0] == "hamlet.txt"
