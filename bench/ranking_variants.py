@@ -1,7 +1,7 @@
 """Compare ranking variants on test collections (the experiments behind the README's Ranking section).
 
-Each variant changes one thing in search.py for the length of a run (a patched constant or an
-alternative ``build_match``), then the collection's queries go through ``search.search`` as in
+Each variant changes one thing in search.py for the length of a run (a patched constant or
+function), then the collection's queries go through ``search.search`` as in
 bench/relevance.py. ``plain`` is the reference: a plain FTS5 table of the raw files, all query
 words OR-ed, ordered by bm25.
 
@@ -15,8 +15,7 @@ import argparse
 import logging
 import sqlite3
 import sys
-from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock
@@ -26,76 +25,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import relevance  # noqa: E402
 import search  # noqa: E402
 from database import TOKENIZER  # noqa: E402
-from search import MatchPlan, ParsedQuery, _is_stopword, _quote  # noqa: E402
+from search import _quote, build_match  # noqa: E402
 
 
-def _or_plan(parsed: ParsedQuery, terms: list[list[str]]) -> MatchPlan:
-    """Every term OR-ed (phrases and prefixes too): pure bm25 over whatever matches."""
-    parts = [_quote(t) for t in terms] + [_quote(p) for p in parsed.phrases] + [_quote([p]) + "*" for p in parsed.prefixes]
-    return MatchPlan("(" + " OR ".join(parts) + ")", None)
-
-
-def _question_terms(parsed: ParsedQuery) -> list[list[str]]:
-    return [t for t in parsed.terms if not _is_stopword(t)] or parsed.terms
-
-
-def keep_stopwords(parsed: ParsedQuery) -> MatchPlan:
-    return _or_plan(parsed, parsed.terms)
-
-
-def dedupe_terms(parsed: ParsedQuery) -> MatchPlan:
-    seen: set[tuple[str, ...]] = set()
-    unique = [t for t in _question_terms(parsed) if not (tuple(w.lower() for w in t) in seen or seen.add(tuple(w.lower() for w in t)))]
-    return _or_plan(parsed, unique)
-
-
-def split_compounds(parsed: ParsedQuery) -> MatchPlan:
-    """``two-dimensional`` as two OR-ed words instead of one phrase."""
-    return _or_plan(parsed, split_terms(parsed))
-
-
-def compounds_and_words(parsed: ParsedQuery) -> MatchPlan:
-    """A compound both as its phrase and as its words."""
-    terms = _question_terms(parsed)
-    extra = [[w] for t in terms if len(t) > 1 for w in t if w.lower() not in search.STOPWORDS]
-    return _or_plan(parsed, terms + extra)
-
-
-def bigram_bonus(parsed: ParsedQuery) -> MatchPlan:
-    """Adjacent content words of the question also OR-ed as a phrase: files using them together score more."""
-    terms = _question_terms(parsed)
-    pairs = [a + b for a, b in zip(terms, terms[1:])]
-    return _or_plan(parsed, terms + pairs)
-
-
-def repeats_capped(limit: int):
-    """A word repeated in the question counts at most ``limit`` times (query-term saturation)."""
-
-    def build(parsed: ParsedQuery) -> MatchPlan:
-        seen: Counter[str] = Counter()
-        kept = []
-        for term in split_terms(parsed):
-            seen[term[0].lower()] += 1
-            if seen[term[0].lower()] <= limit:
-                kept.append(term)
-        return _or_plan(parsed, kept)
-
-    return build
-
-
-def split_terms(parsed: ParsedQuery) -> list[list[str]]:
-    return [[w] for t in _question_terms(parsed) for w in t if w.lower() not in search.STOPWORDS]
-
-
-#: Generic function words and request words of questions ("describe", "give", "anyone") that the
-#: committed list lacks; no word of either collection's subject.
-EXTRA_STOPWORDS = frozenset(
-    """also although among another anyone anything around besides cannot either else enough etc even ever
-    every however indeed instead many may might much must neither never nevertheless often otherwise perhaps
-    per quite rather really several shall since still therefore thus though toward towards upon us whatever
-    whether within without yet already via describe discuss explain give show tell find know want need please
-    interested looking wondering possible someone something""".split()
-)
+def phrases_required(parsed: search.ParsedQuery, feedback: Sequence[str] = ()) -> search.MatchPlan:
+    """As before this change: a question's "phrases" and prefix* terms must all match."""
+    plan = build_match(parsed, feedback)
+    required = [_quote(p) for p in parsed.phrases] + [_quote([p]) + "*" for p in parsed.prefixes]
+    if not plan.question or not required:
+        return plan
+    return search.MatchPlan(f"({' AND '.join(required)}) AND {plan.precise}", None, True)
 
 
 @contextmanager
@@ -107,24 +46,22 @@ def patched(**changes: object) -> Iterator[None]:
         yield
 
 
-#: name -> (what it changes, patches to search.py)
+#: name -> (what it changes, patches to search.py). The first round of experiments (compounds,
+#: stopwords, repeated words, bigram phrases, term cap, without feedback) is this script at commit
+#: d1d48c6, run on the search.py of that commit.
 VARIANTS: dict[str, tuple[str, dict[str, object]]] = {
     "current": ("as committed", {}),
+    "no feedback": ("questions without pseudo-relevance feedback", {"feedback_words": lambda *_: []}),
+    "phrases required": ("a question's quoted phrases must match (5 cisi queries quote a word)", {"build_match": phrases_required}),
+    "own words x1": ("feedback words weigh as much as the question's", {"QUESTION_WEIGHT": 1}),
+    "own words x3": ("feedback words weigh a third of the question's", {"QUESTION_WEIGHT": 3}),
+    "5 feedback words": ("FEEDBACK_WORDS 10 -> 5", {"FEEDBACK_WORDS": 5}),
+    "20 feedback words": ("FEEDBACK_WORDS 10 -> 20", {"FEEDBACK_WORDS": 20}),
+    "5 feedback files": ("FEEDBACK_FILES 10 -> 5, FEEDBACK_MIN_FILES 3 -> 2", {"FEEDBACK_FILES": 5, "FEEDBACK_MIN_FILES": 2}),
+    "20 feedback files": ("FEEDBACK_FILES 10 -> 20, FEEDBACK_MIN_FILES 3 -> 5", {"FEEDBACK_FILES": 20, "FEEDBACK_MIN_FILES": 5}),
     "weights 1,1,1": ("no title/heading boost", {"COLUMN_WEIGHTS": (1.0, 1.0, 1.0)}),
-    "weights 2,1.5,1": ("milder title/heading boost", {"COLUMN_WEIGHTS": (2.0, 1.5, 1.0)}),
     "weights 5,3,1": ("stronger title/heading boost", {"COLUMN_WEIGHTS": (5.0, 3.0, 1.0)}),
-    "keep stopwords": ("OR every word, stopwords too", {"build_match": keep_stopwords}),
-    "dedupe terms": ("a repeated word counts once", {"build_match": dedupe_terms}),
-    "split compounds": ("two-dimensional -> two OR dimensional", {"build_match": split_compounds}),
-    "compound+words": ("two-dimensional -> phrase OR two OR dimensional", {"build_match": compounds_and_words}),
-    "bigram bonus": ("adjacent content words also as phrases", {"build_match": bigram_bonus}),
     "cap 256 terms": ("MAX_QUERY_TERMS 64 -> 256", {"MAX_QUERY_TERMS": 256}),
-    "split + cap 256": ("split compounds, MAX_QUERY_TERMS 256", {"build_match": split_compounds, "MAX_QUERY_TERMS": 256}),
-    "split + weights 5,3,1": ("split compounds, weights 5,3,1", {"build_match": split_compounds, "COLUMN_WEIGHTS": (5.0, 3.0, 1.0)}),
-    "split + more stopwords": ("split compounds, ~90 more function/request words", {"build_match": split_compounds, "STOPWORDS": search.STOPWORDS | EXTRA_STOPWORDS}),
-    "split + repeats<=2": ("split compounds, a word counts at most twice", {"build_match": repeats_capped(2)}),
-    "split + repeats<=3": ("split compounds, a word counts at most 3 times", {"build_match": repeats_capped(3)}),
-    "split + weights 1,1,1": ("split compounds, weights 1,1,1", {"build_match": split_compounds, "COLUMN_WEIGHTS": (1.0, 1.0, 1.0)}),
 }
 
 
