@@ -167,7 +167,12 @@ def search(db_path: Path, query: str, limit: int = 10, indexing: bool = False) -
     try:
         ranked, match, files_matched = _rank_question(conn, parsed, plan, limit) if plan.question else _rank_keywords(conn, plan, limit)
         sections = database.load_sections(conn, [rowid for rowid, _ in ranked])
-        snippet_text = database.snippets(conn, match, sections, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS)
+        # Snippets highlight the user's own words; a file found only by some of the words or by
+        # feedback words is shown with what matched it.
+        snippet_text = database.snippets(conn, plan.precise, sections, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS)
+        rest = {rowid: section for rowid, section in sections.items() if rowid not in snippet_text}
+        if rest and match != plan.precise:
+            snippet_text.update(database.snippets(conn, match, rest, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS))
     except sqlite3.Error as exc:
         database.drop_reader(db_path)
         raise IndexUnavailableError(str(db_path), f"search failed: {exc}") from exc
@@ -175,7 +180,7 @@ def search(db_path: Path, query: str, limit: int = 10, indexing: bool = False) -
     return {"query": query, "results": results, "files_matched": max(files_matched, len(results)), "indexing": indexing}
 
 
-#: (section rowid, score: higher is better) best first, the MATCH expression for snippets, files matched.
+#: (section rowid, score: higher is better) best first, the MATCH expression that found them, files matched.
 Ranking = tuple[list[tuple[int, float]], str, int]
 
 

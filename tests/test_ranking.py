@@ -163,9 +163,12 @@ def test_question_finds_a_file_through_feedback_words(tmp_path: Path) -> None:
     files = {f"buzz{n}.txt": f"report {n}\n\n{BUZZ}" for n in range(4)}
     files["hinge.txt"] = "measurements\n\nhinge moment oscillation recorded in the wind tunnel\n"
     db_path = _index(tmp_path, {**FILLER, **files})
-    paths = [hit["path"] for hit in search(db_path, QUESTION, 10)["results"]]
+    hits = search(db_path, QUESTION, 10)["results"]
+    paths = [hit["path"] for hit in hits]
     assert sorted(paths[:4]) == sorted(f"buzz{n}.txt" for n in range(4))
     assert paths[4] == "hinge.txt"  # shares no word with the question, only with its best files
+    assert "**aileron**" in hits[0]["snippet"] and "**hinge**" not in hits[0]["snippet"]  # the user's words
+    assert "**hinge**" in hits[4]["snippet"]  # what found it
     assert search(db_path, QUESTION, 10) == search(db_path, QUESTION, 10)
 
 
