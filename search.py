@@ -218,7 +218,7 @@ def feedback_words(conn: sqlite3.Connection, top: list[tuple[int, float]], parse
     """The words most shared by the ``top`` sections, not already in the query, best first."""
     if len(top) < FEEDBACK_MIN_FILES:
         return []
-    known = {w.lower() for t in parsed.terms + parsed.phrases + parsed.excluded for w in t} | set(parsed.prefixes)
+    known = {w.lower() for t in parsed.terms + parsed.phrases + parsed.excluded for w in t} | {p.lower() for p in parsed.prefixes}
     files_with: Counter[str] = Counter()
     for section in database.load_sections(conn, [rowid for rowid, _ in top]).values():
         words = (w.lower() for w in _words(section["body"]))
