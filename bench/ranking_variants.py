@@ -52,6 +52,7 @@ def patched(**changes: object) -> Iterator[None]:
 VARIANTS: dict[str, tuple[str, dict[str, object]]] = {
     "current": ("as committed", {}),
     "no feedback": ("questions without pseudo-relevance feedback", {"feedback_words": lambda *_: []}),
+    "no feedback, cap 256": ("no feedback, MAX_QUERY_TERMS 64 -> 256", {"feedback_words": lambda *_: [], "MAX_QUERY_TERMS": 256}),
     "phrases required": ("a question's quoted phrases must match (5 cisi queries quote a word)", {"build_match": phrases_required}),
     "own words x1": ("feedback words weigh as much as the question's", {"QUESTION_WEIGHT": 1}),
     "own words x3": ("feedback words weigh a third of the question's", {"QUESTION_WEIGHT": 3}),
