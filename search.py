@@ -7,14 +7,18 @@ operators, column filters, parentheses, ``^``, NEAR) is searched for as plain wo
 
 Short keyword queries are AND-ed (precise); if that finds fewer files than asked for, files that
 match only some of the words follow, scored below every full match. Longer questions drop
-stopwords and OR the remaining words, so bm25 ranks files by how many rare words they share
-with the question.
+stopwords and OR the remaining words (a compound's words separately), so bm25 ranks files by how
+many rare words they share with the question; then the words most shared by the best files of
+that first pass join the question (pseudo-relevance feedback), at half the weight of the
+question's own words. bench/relevance.py measures what each choice gives.
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,6 +35,16 @@ MAX_TERM_CHARS = 200
 MAX_AND_TERMS = 3
 #: bm25 column weights for (title, heading, body).
 COLUMN_WEIGHTS = (3.0, 2.0, 1.0)
+#: Pseudo-relevance feedback for questions: up to FEEDBACK_WORDS words found in at least
+#: FEEDBACK_MIN_FILES of the FEEDBACK_FILES best files are added; each of the question's own words
+#: is OR-ed QUESTION_WEIGHT times, which in bm25's sum counts it that many times.
+FEEDBACK_FILES = 10
+FEEDBACK_WORDS = 10
+FEEDBACK_MIN_FILES = 3
+#: Feedback runs a second query over every matching file: skipped when the question matches more.
+FEEDBACK_MAX_FILES = 10_000
+FEEDBACK_MIN_CHARS = 3
+QUESTION_WEIGHT = 2
 SNIPPET_TOKENS = 32
 _MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"  # private-use markers, replaced by ** after locating lines
 HIGHLIGHT = "**"
@@ -100,60 +114,81 @@ def _is_stopword(term: list[str]) -> bool:
 
 @dataclass(frozen=True)
 class MatchPlan:
-    """The FTS5 expressions to run: ``precise`` first, then ``broad`` (if any) to fill up."""
+    """The FTS5 expressions to run: ``precise`` first, then ``broad`` (if any) to fill up.
+    ``question``: the words are OR-ed as a question, which feedback may extend."""
 
     precise: str
     broad: str | None
+    question: bool = False
 
 
-def build_match(parsed: ParsedQuery) -> MatchPlan:
-    """Turn a parsed query into FTS5 MATCH expressions; raise QueryError if nothing is searchable."""
+def build_match(parsed: ParsedQuery, feedback: Sequence[str] = ()) -> MatchPlan:
+    """Turn a parsed query into FTS5 MATCH expressions; raise QueryError if nothing is searchable.
+
+    ``feedback`` words (for a question only) are OR-ed with the question's own words, which then
+    count QUESTION_WEIGHT times each."""
     terms = parsed.terms
     content = [t for t in terms if not _is_stopword(t)]
     required = [_quote(p) for p in parsed.phrases] + [_quote([p]) + "*" for p in parsed.prefixes]
     if not required and not terms:
         raise QueryError("", "the query has no words to search for")
-    if not content and len(terms) > MAX_AND_TERMS:
+    question = len(content) > MAX_AND_TERMS
+    if question:
+        # A question describes, it does not filter: its "phrases" and prefix* terms rank files
+        # higher instead of being required, and a compound counts word by word ("two-dimensional"
+        # as a phrase would give no credit for "two dimensions"). Its stopwords only add noise.
+        parts = [_quote([w]) for t in content for w in t if w.lower() not in STOPWORDS] + required
+        if feedback:
+            parts = parts * QUESTION_WEIGHT + [_quote([w]) for w in feedback]
+        precise, broad = f"({' OR '.join(parts)})", None
+    elif not content and len(terms) > MAX_AND_TERMS:
         # Only stopwords ("to be or not to be"): the exact phrase first, then all of the words.
         precise = " AND ".join(required + [_quote([w for t in terms for w in t])])
         broad = " AND ".join(required + [_quote(t) for t in terms])
     else:
-        if content and len(content) < len(terms):
-            terms = content  # a question: its stopwords only add noise
-        quoted = [_quote(t) for t in terms]
-        any_term = f"({' OR '.join(quoted)})" if quoted else ""
-        if len(quoted) <= MAX_AND_TERMS:
-            precise = " AND ".join(required + quoted)
-            broad = " AND ".join(required + [any_term]) if len(quoted) > 1 else None
-        else:
-            precise = " AND ".join(required + [any_term])
-            broad = None
+        quoted = [_quote(t) for t in content or terms]
+        precise = " AND ".join(required + quoted)
+        broad = " AND ".join(required + [f"({' OR '.join(quoted)})"]) if len(quoted) > 1 else None
     excluded = " OR ".join(_quote(p) for p in parsed.excluded)
     suffix = f" NOT ({excluded})" if excluded else ""
-    return MatchPlan(f"({precise}){suffix}", f"({broad}){suffix}" if broad else None)
+    return MatchPlan(f"({precise}){suffix}", f"({broad}){suffix}" if broad else None, question)
 
 
 def search(db_path: Path, query: str, limit: int = 10, indexing: bool = False) -> SearchReply:
     """Search the index at ``db_path``; at most one result (the best section) per file."""
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
         raise QueryError(query, f"limit must be a whole number from 1 to {MAX_LIMIT}, got {limit!r}")
+    parsed = parse_query(query)
     try:
-        plan = build_match(parse_query(query))
+        plan = build_match(parsed)
     except QueryError:
         raise QueryError(query, "the query has no words to search for (only punctuation, symbols or operators)") from None
     conn = database.reader(db_path)
     try:
-        return _run(conn, query, plan, limit, indexing)
+        ranked, match, files_matched = _rank_question(conn, parsed, plan, limit) if plan.question else _rank_keywords(conn, plan, limit)
+        sections = database.load_sections(conn, [rowid for rowid, _ in ranked])
+        # Snippets highlight the user's own words; a file found only by some of the words or by
+        # feedback words is shown with what matched it.
+        snippet_text = database.snippets(conn, plan.precise, sections, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS)
+        rest = {rowid: section for rowid, section in sections.items() if rowid not in snippet_text}
+        if rest and match != plan.precise:
+            snippet_text.update(database.snippets(conn, match, rest, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS))
     except sqlite3.Error as exc:
         database.drop_reader(db_path)
         raise IndexUnavailableError(str(db_path), f"search failed: {exc}") from exc
+    results = [_hit(sections[rowid], snippet_text.get(rowid, ""), score) for rowid, score in ranked if rowid in sections]
+    return {"query": query, "results": results, "files_matched": max(files_matched, len(results)), "indexing": indexing}
 
 
-def _run(conn: sqlite3.Connection, query: str, plan: MatchPlan, limit: int, indexing: bool) -> SearchReply:
+#: (section rowid, score: higher is better) best first, the MATCH expression that found them, files matched.
+Ranking = tuple[list[tuple[int, float]], str, int]
+
+
+def _rank_keywords(conn: sqlite3.Connection, plan: MatchPlan, limit: int) -> Ranking:
     ranked = [(rowid, -bm25) for rowid, bm25 in database.best_section_per_file(conn, plan.precise, COLUMN_WEIGHTS, limit)]
-    match_for_count = plan.precise
+    match = plan.precise
     if plan.broad and len(ranked) < limit:
-        match_for_count = plan.broad
+        match = plan.broad
         seen = {database.file_id_of(rowid) for rowid, _ in ranked}
         floor = min((score for _, score in ranked), default=1.0)
         extra = [
@@ -163,13 +198,35 @@ def _run(conn: sqlite3.Connection, query: str, plan: MatchPlan, limit: int, inde
         ][: limit - len(ranked)]
         top = max((score for _, score in extra), default=1.0) or 1.0
         ranked += [(rowid, floor * 0.9 * score / top) for rowid, score in extra]
-    sections = database.load_sections(conn, [rowid for rowid, _ in ranked])
-    snippet_text = database.snippets(conn, match_for_count, sections, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS)
-    results = [
-        _hit(sections[rowid], snippet_text.get(rowid, ""), score) for rowid, score in ranked if rowid in sections
-    ]
-    files_matched = database.count_matching_files(conn, match_for_count) if len(ranked) >= limit else len(results)
-    return {"query": query, "results": results, "files_matched": files_matched, "indexing": indexing}
+    files_matched = database.count_matching_files(conn, match) if len(ranked) >= limit else len(ranked)
+    return ranked, match, files_matched
+
+
+def _rank_question(conn: sqlite3.Connection, parsed: ParsedQuery, plan: MatchPlan, limit: int) -> Ranking:
+    """bm25 over the question's words, then again with feedback words if few enough files matched:
+    feedback costs a second full query, so it is bounded by FEEDBACK_MAX_FILES."""
+    wanted = max(limit, FEEDBACK_FILES)
+    first = database.best_section_per_file(conn, plan.precise, COLUMN_WEIGHTS, wanted)
+    files_matched = database.count_matching_files(conn, plan.precise) if len(first) >= wanted else len(first)
+    feedback = feedback_words(conn, first[:FEEDBACK_FILES], parsed) if files_matched <= FEEDBACK_MAX_FILES else []
+    match = build_match(parsed, feedback).precise if feedback else plan.precise
+    ranked = database.best_section_per_file(conn, match, COLUMN_WEIGHTS, limit) if feedback else first[:limit]
+    return [(rowid, -bm25) for rowid, bm25 in ranked], match, files_matched
+
+
+def feedback_words(conn: sqlite3.Connection, top: list[tuple[int, float]], parsed: ParsedQuery) -> list[str]:
+    """The words most shared by the ``top`` sections, not already in the query, best first."""
+    if len(top) < FEEDBACK_MIN_FILES:
+        return []
+    known = {w.lower() for t in parsed.terms + parsed.phrases + parsed.excluded for w in t} | {p.lower() for p in parsed.prefixes}
+    files_with: Counter[str] = Counter()
+    for section in database.load_sections(conn, [rowid for rowid, _ in top]).values():
+        words = (w.lower() for w in _words(section["body"]))
+        # dict.fromkeys: each word once per file, in reading order, so ties break the same way every run.
+        files_with.update(dict.fromkeys(
+            w for w in words if len(w) >= FEEDBACK_MIN_CHARS and not w.isdigit() and w not in STOPWORDS and w not in known
+        ).keys())
+    return [w for w, n in files_with.most_common(FEEDBACK_WORDS) if n >= FEEDBACK_MIN_FILES]
 
 
 def _hit(section: dict, snippet: str, score: float) -> SearchHit:
