@@ -3,11 +3,15 @@ main.py as a real subprocess, and checking that the index file agrees with the d
 
 from __future__ import annotations
 
+import json
 import os
+import queue
 import random
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -188,3 +192,108 @@ def rel_mount_tmpfs(path: Path, size: str) -> bool:
 
 def rel_umount(path: Path) -> None:
     subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+class RelStdioServer:
+    """main.py serve as a real subprocess spoken to in raw JSON-RPC lines, so the test sees every
+    byte the server writes to stdout (each must be a JSON-RPC message) and all of its stderr."""
+
+    def __init__(self, *args: str, timeout: float = 60) -> None:
+        from mcp.types import LATEST_PROTOCOL_VERSION
+
+        self.timeout = timeout
+        self.proc = subprocess.Popen(
+            [sys.executable, str(MAIN_PY), "serve", *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        self.stdout_lines: list[bytes] = []
+        self.stderr_chunks: list[bytes] = []
+        self._lines: queue.Queue[bytes | None] = queue.Queue()
+        self._next_id = 1
+
+        def pump_stdout() -> None:
+            for line in self.proc.stdout:
+                self.stdout_lines.append(line)
+                self._lines.put(line)
+            self._lines.put(None)
+
+        def pump_stderr() -> None:
+            for chunk in iter(lambda: self.proc.stderr.read1(65536), b""):
+                self.stderr_chunks.append(chunk)
+
+        threading.Thread(target=pump_stdout, daemon=True).start()
+        threading.Thread(target=pump_stderr, daemon=True).start()
+        self.request("initialize", {
+            "protocolVersion": LATEST_PROTOCOL_VERSION, "capabilities": {},
+            "clientInfo": {"name": "reliability-tests", "version": "1"},
+        })
+        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def _send(self, message: dict) -> None:
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: dict) -> dict:
+        """Send one request and return its response (skipping notifications); fail on a hang."""
+        request_id = self._next_id
+        self._next_id += 1
+        self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                line = self._lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no reply to {method} within {self.timeout}s; stderr: {self.stderr[-2000:]}") from None
+            if line is None:
+                raise AssertionError(f"server exited (rc={self.proc.wait()}) during {method}; stderr: {self.stderr[-2000:]}")
+            message = json.loads(line)
+            if message.get("id") == request_id:
+                return message
+
+    def call(self, tool: str, arguments: dict | None = None) -> dict:
+        """A tools/call result: {'isError': bool, 'structuredContent': ..., 'content': [...]}."""
+        reply = self.request("tools/call", {"name": tool, "arguments": arguments or {}})
+        assert "result" in reply, f"JSON-RPC error for {tool}: {reply}"
+        return reply["result"]
+
+    def status(self) -> dict:
+        return self.call("get_index_status")["structuredContent"]
+
+    def wait_for_scan(self) -> dict:
+        """Poll status until a scan has finished (or the server reports an error state)."""
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            status = self.status()
+            if status["state"] == "error" or (status["state"] == "idle" and status["progress"]["phase"] == "done"):
+                return status
+            time.sleep(0.05)
+        raise AssertionError(f"first scan did not finish within {self.timeout}s: {status}")
+
+    @property
+    def stderr(self) -> str:
+        return b"".join(self.stderr_chunks).decode("utf-8", "replace")
+
+    def close(self) -> int:
+        """Close stdin (the client went away), wait for exit, and check stdout held only JSON-RPC."""
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            code = self.proc.wait(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError("server did not exit after stdin closed") from None
+        for line in self.stdout_lines:
+            message = json.loads(line)
+            assert message.get("jsonrpc") == "2.0", f"not a JSON-RPC message on stdout: {line[:200]!r}"
+        return code
+
+    def __enter__(self) -> "RelStdioServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
