@@ -245,8 +245,12 @@ class IndexWriter:
             self.conn.execute("INSERT INTO sections_fts (sections_fts) VALUES ('optimize')")
 
     def quick_check(self) -> str:
-        with self.lock:
-            return self.conn.execute("PRAGMA quick_check").fetchone()[0]
+        """PRAGMA quick_check on a fresh connection: the writer's page cache can hide damage on disk."""
+        conn = connect(self.db_path)
+        try:
+            return conn.execute("PRAGMA quick_check").fetchone()[0]
+        finally:
+            conn.close()
 
     def checkpoint(self) -> None:
         with self.lock:

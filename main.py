@@ -22,7 +22,7 @@ from typing import Any
 
 from config import ENV_VARS, FLAGS, load_config
 from database import IndexWriter
-from exceptions import ConfigError, DocSearchError
+from exceptions import ConfigError, DocSearchError, IndexUnavailableError
 from indexer import TextIndexer, read_status
 from models import ScanProgress, ServerConfig
 from search import search as run_search
@@ -240,6 +240,8 @@ def build_server(daemon: Daemon) -> Any:
         try:
             return run_search(config.db_path, query, limit, indexing=not daemon.first_scan_done.is_set())
         except DocSearchError as exc:
+            if isinstance(exc, IndexUnavailableError) and daemon.indexer is not None:
+                daemon.indexer.damage_suspected = True
             raise ToolError(str(exc)) from exc
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
