@@ -7,6 +7,7 @@ file swapped for a FIFO between the walk and the read cannot hang the daemon.
 from __future__ import annotations
 
 import codecs
+import errno
 import hashlib
 import logging
 import os
@@ -143,6 +144,11 @@ def _classify_entry(
             st = os.stat(target)
         except FileNotFoundError:
             on_skip(rel, "broken_symlink", "")
+            return None
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            on_skip(rel, "symlink_loop", "the link resolves to itself")
             return None
     else:
         target = entry.path
