@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -270,3 +271,29 @@ def test_unreadable_file_is_skipped_as_unreadable(tmp_path: Path) -> None:
             if path.exists():
                 path.chmod(0o755)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def test_source_directory_gone_for_a_while_does_not_stop_rescans(tmp_path: Path) -> None:
+    """An unmounted drive or a renamed folder: scans fail with a reason, then resume when it is back."""
+    from reliability_helpers import RelStdioServer
+
+    source, index_dir, parked = tmp_path / "src", tmp_path / "idx", tmp_path / "parked"
+    source.mkdir()
+    (source / "a.md").write_text(f"first {rel_token(1, 0)}\n")
+    with RelStdioServer("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0.2") as server:
+        server.wait_for_scan()
+        source.rename(parked)
+        refreshed = server.call("refresh_index")
+        assert refreshed["isError"] or not refreshed["structuredContent"]["success"], refreshed
+        status = server.status()
+        assert str(source) in (status["last_error"] or "") and status["errors_encountered"] >= 1, status
+        parked.rename(source)
+        (source / "b.md").write_text(f"second {rel_token(2, 0)}\n")
+        for _ in range(600):  # the rescan loop must pick the new file up by itself
+            result = server.call("search", {"query": rel_token(2, 0)})
+            if not result["isError"] and result["structuredContent"]["results"]:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"the rescan loop stopped: b.md never indexed; stderr: {server.stderr[-2000:]}")
+        assert server.close() == 0
