@@ -277,6 +277,8 @@ class TextIndexer:
                     return self._scan(on_progress)
                 except sqlite3.DatabaseError as again:
                     return self._scan_failed(again)
+            except OSError as exc:  # e.g. the source directory is gone (unmounted, renamed): retry next scan
+                return self._scan_failed(exc)
             finally:
                 self.progress.state, self.progress.phase = "idle", "done"
                 self.progress.finished_at = time.time()
@@ -287,7 +289,8 @@ class TextIndexer:
             self.check_integrity()
 
     def _scan_failed(self, exc: Exception) -> RefreshReply:
-        self._record_error(f"scan stopped: cannot write the index {self.writer.db_path}: {exc}")
+        problem = exc if isinstance(exc, OSError) else f"cannot write the index {self.writer.db_path}: {exc}"
+        self._record_error(f"scan stopped: {problem}")
         return {"success": False, "files_processed": self.progress.files_done, "files_removed": 0, "errors": [self.last_error or ""]}
 
     def _scan(self, on_progress: Callable[[ScanProgress], None] | None) -> RefreshReply:

@@ -196,14 +196,17 @@ class Daemon:
             if self.indexer is None:
                 self._open_writer()
             if self.indexer is not None:
-                if not checked:
-                    self.indexer.check_integrity()
-                    checked = True
-                reply = self.indexer.scan()
-                if not self.first_scan_done.is_set():
-                    logger.info("first scan finished: %d files read, %d removed; serving %s",
-                                reply["files_processed"], reply["files_removed"], self.config.source_directory)
-                    self.first_scan_done.set()
+                try:
+                    if not checked:
+                        self.indexer.check_integrity()
+                        checked = True
+                    reply = self.indexer.scan()
+                    if not self.first_scan_done.is_set():
+                        logger.info("first scan finished: %d files read, %d removed; serving %s",
+                                    reply["files_processed"], reply["files_removed"], self.config.source_directory)
+                except Exception:  # noqa: BLE001 - the loop must outlive any one failed scan
+                    logger.exception("rescan failed; trying again at the next interval")
+                self.first_scan_done.set()
                 interval = self.config.scan_interval_seconds
             else:
                 interval = min(self.config.scan_interval_seconds or WRITER_RETRY_SECONDS, WRITER_RETRY_SECONDS)
