@@ -175,3 +175,21 @@ def test_full_disk_fails_the_scan_cleanly_and_recovers_when_space_returns(tmp_pa
         assert_every_file_found(server, corpus)
         assert server.close() == 0
     assert rel_integrity(db) == "ok"
+
+
+def test_index_files_deleted_while_running_are_recreated(indexed) -> None:
+    """Someone clears the index directory to 'reset' it while the server runs."""
+    source, index_dir, db, corpus = indexed
+    with RelStdioServer("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0") as server:
+        server.wait_for_scan()
+        for leftover in index_dir.iterdir():
+            leftover.unlink()
+        searched = server.call("search", {"query": "river"})
+        assert searched["isError"] and "index" in searched["content"][0]["text"], searched
+        corpus.add()
+        refreshed = server.call("refresh_index")
+        assert not refreshed["isError"] and refreshed["structuredContent"]["success"], refreshed
+        assert server.status()["indexed_files"] == len(corpus.versions)
+        assert_every_file_found(server, corpus)
+        assert server.close() == 0
+    assert rel_integrity(db) == "ok"
