@@ -284,9 +284,13 @@ class TextIndexer:
                 self.progress.finished_at = time.time()
 
     def _check_if_suspected(self) -> None:
-        if self.damage_suspected:
-            self.damage_suspected = False
-            self.check_integrity()
+        if not self.damage_suspected:
+            return
+        self.damage_suspected = False
+        if self.writer.file_replaced():
+            self._record_error(f"the index file {self.writer.db_path} was deleted or replaced while in use; reopening it")
+            self.writer.reopen()
+        self.check_integrity()
 
     def _scan_failed(self, exc: Exception) -> RefreshReply:
         problem = exc if isinstance(exc, OSError) else f"cannot write the index {self.writer.db_path}: {exc}"
