@@ -193,3 +193,25 @@ def test_index_files_deleted_while_running_are_recreated(indexed) -> None:
         assert_every_file_found(server, corpus)
         assert server.close() == 0
     assert rel_integrity(db) == "ok"
+
+
+def test_a_stale_wal_without_its_database_is_not_replayed_into_a_new_index(indexed) -> None:
+    """The state a kill between move_aside's renames can leave: the database gone, its WAL
+    (full of committed frames) still beside the path where the new index will be created."""
+    import sqlite3
+
+    source, index_dir, db, corpus = indexed
+    holder = sqlite3.connect(db)
+    holder.execute("PRAGMA wal_autocheckpoint = 0")
+    holder.execute("INSERT INTO meta (key, value) VALUES ('filler', ?)", ("x" * 200_000,))
+    stale_wal = Path(f"{db}-wal").read_bytes()
+    holder.close()
+    for leftover in index_dir.iterdir():
+        leftover.unlink()
+    Path(f"{db}-wal").write_bytes(stale_wal)
+    with RelStdioServer("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0") as server:
+        status = server.wait_for_scan()
+        assert status["indexed_files"] == len(corpus.versions), status
+        assert_every_file_found(server, corpus)
+        assert server.close() == 0
+    assert rel_integrity(db) == "ok"
