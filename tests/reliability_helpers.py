@@ -132,10 +132,10 @@ def rel_check_index(db_path: Path, corpus: RelCorpus, *, complete: bool) -> dict
     """Assert that every indexed file is wholly one version and nothing else is searchable.
 
     For each row in ``files``: its section rows are exactly ``section_count``, their text holds
-    exactly one of the file's version tokens, an FTS search for that token finds exactly this
-    file, and every other (older) token of the file finds nothing. With ``complete``: the set of
-    indexed files equals the files on disk, each at its current version, and no dead token is
-    found anywhere.
+    exactly one of the file's version tokens, and the FTS index holds exactly that token for this
+    file (no token of an older version, no half-deleted rows). With ``complete``: the set of
+    indexed files equals the files on disk, each at its current version, and no dead token is in
+    the FTS index at all.
     """
     import database
 
@@ -148,10 +148,15 @@ def rel_check_index(db_path: Path, corpus: RelCorpus, *, complete: bool) -> dict
             tokens_of_path.setdefault(rel, set()).add(token)
         for token, rel in corpus.live_tokens().items():
             tokens_of_path.setdefault(rel, set()).add(token)
-
-        def fts_files(token: str) -> set[int]:
-            rows = conn.execute("SELECT rowid FROM sections_fts WHERE sections_fts MATCH ?", (f'"{token}"',))
-            return {rowid >> SECTION_BITS for (rowid,) in rows}
+        # Every version token the FTS index holds, and the files it points at, in one pass.
+        conn.execute("CREATE VIRTUAL TABLE temp.rel_vocab USING fts5vocab(main, sections_fts, instance)")
+        fts_files: dict[str, set[int]] = {}
+        for term, rowid in conn.execute("SELECT term, doc FROM temp.rel_vocab WHERE term GLOB 'zq*qz'"):
+            fts_files.setdefault(term, set()).add(rowid >> SECTION_BITS)
+        tokens_in_fts_of_file: dict[int, set[str]] = {}
+        for term, ids in fts_files.items():
+            for file_id in ids:
+                tokens_in_fts_of_file.setdefault(file_id, set()).add(term)
 
         indexed: dict[str, str] = {}
         for file_id, rel, section_count in files:
@@ -163,10 +168,10 @@ def rel_check_index(db_path: Path, corpus: RelCorpus, *, complete: bool) -> dict
             held = {t for t in tokens_of_path.get(rel, ()) if t in text}
             assert len(held) == 1, f"{rel}: holds tokens {held}, expected exactly one version"
             token = held.pop()
-            assert fts_files(token) == {file_id}, f"{rel}: token {token} not found in FTS as this file only"
-            for other in tokens_of_path[rel] - {token}:
-                assert file_id not in fts_files(other), f"{rel}: stale token {other} still searchable"
+            assert fts_files.get(token) == {file_id}, f"{rel}: token {token} in FTS for files {fts_files.get(token)}"
+            assert tokens_in_fts_of_file.get(file_id) == {token}, f"{rel}: FTS holds {tokens_in_fts_of_file.get(file_id)}"
             indexed[rel] = token
+        assert set(tokens_in_fts_of_file) <= {file_id for file_id, _, _ in files}, "FTS rows of files not in the index"
         if complete:
             live = corpus.live_tokens()
             assert set(indexed) == set(live.values()), (
@@ -174,8 +179,8 @@ def rel_check_index(db_path: Path, corpus: RelCorpus, *, complete: bool) -> dict
             )
             for token, rel in live.items():
                 assert indexed[rel] == token, f"{rel}: indexed {indexed[rel]}, disk has {token}"
-            for token in corpus.dead:
-                assert not fts_files(token), f"dead token {token} (from {corpus.dead[token]}) still searchable"
+            found_dead = sorted(set(corpus.dead) & set(fts_files))
+            assert not found_dead, f"dead tokens still searchable: {found_dead[:5]}"
         return {"files": len(files)}
     finally:
         conn.close()

@@ -65,7 +65,7 @@ def test_sigkill_during_first_index_and_updates_never_leaves_a_half_indexed_file
     while update_kills < KILLS_PER_PHASE:
         corpus.mutate(n_edits=500, n_deletes=120, n_adds=120)
         runs += 1
-        if kill_at_random(source, index_dir, rng, latest=1.3):
+        if kill_at_random(source, index_dir, rng, latest=1.0):
             update_kills += 1
             check_after_kill(db_path, corpus)
 
