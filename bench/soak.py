@@ -125,14 +125,26 @@ async def soak(minutes: float, files: int, seed: int, work: Path) -> dict:
         "rss_kib_first_after_1min": warm[0]["rss_kib"],
         "rss_kib_last": samples[-1]["rss_kib"],
         "rss_kib_max": max(s["rss_kib"] for s in samples),
+        "rss_kib_per_min_after_1min": round(slope([(s["t"] / 60, s["rss_kib"]) for s in warm]), 1),
         "fds_first": samples[0]["fds"],
         "fds_after_1min": warm[0]["fds"],
         "fds_last": samples[-1]["fds"],
         "fds_max": max(s["fds"] for s in samples),
+        "index_size_mb_at_end": status["index_size_mb"],
         "status_errors_encountered": status["errors_encountered"],
         "status_last_error": status["last_error"],
         "samples": samples,
     }
+
+
+def slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of y over x (0 for fewer than two points)."""
+    if len(points) < 2:
+        return 0.0
+    mean_x = sum(x for x, _ in points) / len(points)
+    mean_y = sum(y for _, y in points) / len(points)
+    spread = sum((x - mean_x) ** 2 for x, _ in points)
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread if spread else 0.0
 
 
 def main() -> int:
