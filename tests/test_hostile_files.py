@@ -226,14 +226,14 @@ def test_files_growing_and_replaced_while_read_end_up_current(live) -> None:
 # ---- an unreadable file, honestly ---------------------------------------------------------------
 
 
-def test_unreadable_file_is_skipped_as_unreadable(tmp_path: Path) -> None:
-    """Root reads a chmod 000 file anyway, so the index runs as `nobody` in a subprocess."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root to switch to the 'nobody' user (as a normal user, chmod 000 would suffice)")
-    try:
-        nobody = pwd.getpwnam("nobody")
-    except KeyError:
-        pytest.skip("no 'nobody' user to drop privileges to")
+def test_unreadable_file_is_skipped_as_unreadable() -> None:
+    """Root reads a chmod 000 file anyway, so as root the index runs as `nobody` in a subprocess."""
+    as_root = os.geteuid() == 0
+    if as_root:
+        try:
+            nobody = pwd.getpwnam("nobody")
+        except KeyError:
+            pytest.skip("running as root, and there is no 'nobody' user to drop privileges to")
     work = Path(tempfile.mkdtemp(prefix="rel-unreadable-", dir="/tmp"))  # tmp_path is 0700 root-only
     try:
         source, index_dir = work / "src", work / "idx"
@@ -247,18 +247,18 @@ def test_unreadable_file_is_skipped_as_unreadable(tmp_path: Path) -> None:
         (source / "shut").chmod(0)
         for path in (work, source):
             path.chmod(0o755)
-        os.chown(index_dir, nobody.pw_uid, nobody.pw_gid)
-        # The interpreter lives under root's 0700 home, so it starts as root, imports everything,
-        # then drops to nobody before the daemon touches the source.
-        drop_and_index = (
-            "import os, sys; sys.path.insert(0, sys.argv[1]); import main; main.parse_args(sys.argv[2:]); 'x'.encode('cp1252');"
-            f" os.setgroups([]); os.setgid({nobody.pw_gid}); os.setuid({nobody.pw_uid});"
-            " assert os.geteuid() != 0; sys.exit(main.main(sys.argv[2:]))"
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", drop_and_index, str(MAIN_PY.parent), "index", "--source", str(source), "--index-dir", str(index_dir)],
-            capture_output=True, text=True, timeout=HANG_TIMEOUT,
-        )
+        command = [str(MAIN_PY), "index", "--source", str(source), "--index-dir", str(index_dir)]
+        if as_root:
+            os.chown(index_dir, nobody.pw_uid, nobody.pw_gid)
+            # The interpreter may live under root's 0700 home, so it starts as root, imports
+            # everything, then drops to nobody before the daemon touches the source.
+            drop_and_index = (
+                "import os, sys; sys.path.insert(0, sys.argv[1]); import main; main.parse_args(sys.argv[2:]); 'x'.encode('cp1252');"
+                f" os.setgroups([]); os.setgid({nobody.pw_gid}); os.setuid({nobody.pw_uid});"
+                " assert os.geteuid() != 0; sys.exit(main.main(sys.argv[2:]))"
+            )
+            command = ["-c", drop_and_index, str(MAIN_PY.parent), *command[1:]]
+        done = subprocess.run([sys.executable, *command], capture_output=True, text=True, timeout=HANG_TIMEOUT)
         assert "Permission denied" in done.stderr, done.stderr
         db = rel_db_path(source, index_dir)
         assert found(db, rel_token(1, 0)) == ["open.md"]
