@@ -97,6 +97,7 @@ class IndexWriter:
         self.lock = threading.RLock()
         self.recovered_from: str | None = None
         self.conn = self._open()
+        self.inode = os.stat(db_path).st_ino
 
     def _open(self) -> sqlite3.Connection:
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
@@ -138,6 +139,21 @@ class IndexWriter:
             self.recovered_from = self.move_aside(problem)
             self.conn = connect(self.db_path)
             _prepare_schema(self.conn)
+            self.inode = os.stat(self.db_path).st_ino
+
+    def file_replaced(self) -> bool:
+        """True if the database file was deleted or replaced since this writer opened it."""
+        try:
+            return os.stat(self.db_path).st_ino != self.inode
+        except FileNotFoundError:
+            return True
+
+    def reopen(self) -> None:
+        """Open whatever is at the database path now: a new empty index if the file was deleted."""
+        with self.lock:
+            self.conn.close()
+            self.conn = self._open()
+            self.inode = os.stat(self.db_path).st_ino
 
     def close(self) -> None:
         with self.lock:
@@ -245,8 +261,12 @@ class IndexWriter:
             self.conn.execute("INSERT INTO sections_fts (sections_fts) VALUES ('optimize')")
 
     def quick_check(self) -> str:
-        with self.lock:
-            return self.conn.execute("PRAGMA quick_check").fetchone()[0]
+        """PRAGMA quick_check on a fresh connection: the writer's page cache can hide damage on disk."""
+        conn = connect(self.db_path)
+        try:
+            return conn.execute("PRAGMA quick_check").fetchone()[0]
+        finally:
+            conn.close()
 
     def checkpoint(self) -> None:
         with self.lock:

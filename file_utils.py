@@ -7,6 +7,7 @@ file swapped for a FIFO between the walk and the read cannot hang the daemon.
 from __future__ import annotations
 
 import codecs
+import errno
 import hashlib
 import logging
 import os
@@ -144,6 +145,11 @@ def _classify_entry(
         except FileNotFoundError:
             on_skip(rel, "broken_symlink", "")
             return None
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            on_skip(rel, "symlink_loop", "the link resolves to itself")
+            return None
     else:
         target = entry.path
         st = None
@@ -237,6 +243,9 @@ def read_regular_file(root: Path, rel: str, max_bytes: int) -> RawFile:
     except OSError as exc:
         raise FileSkipped(rel, "unreadable", exc.strerror or str(exc)) from None
     try:
+        # The walk checked links, but the name may have become a link out of the source since.
+        if not _opened_inside(fd, path, root):
+            raise FileSkipped(rel, "symlink_outside_source", "became a link out of the source before it was read")
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise FileSkipped(rel, "not_regular_file")
@@ -265,6 +274,16 @@ def read_regular_file(root: Path, rel: str, max_bytes: int) -> RawFile:
         read_at_ns=read_at_ns,
         content_hash=content_hash(data),
     )
+
+
+def _opened_inside(fd: int, path: str, root: Path) -> bool:
+    """True if the open descriptor's file lies inside ``root`` (Linux: asked of /proc; elsewhere the
+    path is resolved again, which leaves a smaller window)."""
+    try:
+        opened = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        opened = os.path.realpath(path)
+    return is_inside(opened, str(root)) or is_inside(opened, os.path.realpath(root))
 
 
 def content_hash(data: bytes) -> str:

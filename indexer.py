@@ -234,6 +234,8 @@ class TextIndexer:
         self.errors_encountered = 0
         self.last_error: str | None = None
         self._logged_skips: set[tuple[str, str]] = set()
+        #: Set when a reader saw the index fail; the next scan checks the file and rebuilds it if damaged.
+        self.damage_suspected = False
         if writer.recovered_from:
             self._record_error(f"the index was damaged; moved it to {writer.recovered_from} and rebuilt it")
 
@@ -264,6 +266,7 @@ class TextIndexer:
         """Bring the whole index up to date with the disk now. One scan runs at a time."""
         with self.scan_lock:
             try:
+                self._check_if_suspected()
                 return self._scan(on_progress)
             except sqlite3.DatabaseError as exc:
                 if not database.is_corruption(exc):
@@ -274,12 +277,24 @@ class TextIndexer:
                     return self._scan(on_progress)
                 except sqlite3.DatabaseError as again:
                     return self._scan_failed(again)
+            except OSError as exc:  # e.g. the source directory is gone (unmounted, renamed): retry next scan
+                return self._scan_failed(exc)
             finally:
                 self.progress.state, self.progress.phase = "idle", "done"
                 self.progress.finished_at = time.time()
 
+    def _check_if_suspected(self) -> None:
+        if not self.damage_suspected:
+            return
+        self.damage_suspected = False
+        if self.writer.file_replaced():
+            self._record_error(f"the index file {self.writer.db_path} was deleted or replaced while in use; reopening it")
+            self.writer.reopen()
+        self.check_integrity()
+
     def _scan_failed(self, exc: Exception) -> RefreshReply:
-        self._record_error(f"scan stopped: cannot write the index {self.writer.db_path}: {exc}")
+        problem = exc if isinstance(exc, OSError) else f"cannot write the index {self.writer.db_path}: {exc}"
+        self._record_error(f"scan stopped: {problem}")
         return {"success": False, "files_processed": self.progress.files_done, "files_removed": 0, "errors": [self.last_error or ""]}
 
     def _scan(self, on_progress: Callable[[ScanProgress], None] | None) -> RefreshReply:
@@ -432,6 +447,8 @@ def read_status(config: ServerConfig, indexer: TextIndexer | None, startup_error
     except (IndexUnavailableError, sqlite3.Error) as exc:
         database.drop_reader(db_path)
         problem = problem or str(exc)
+        if indexer is not None:
+            indexer.damage_suspected = True
     meta = counts["meta"]
     progress = indexer.progress if indexer else ScanProgress(state="idle")
     skipped = progress.skipped if indexer and progress.started_at else json.loads(meta.get("skipped_counts", "{}"))

@@ -22,7 +22,7 @@ from typing import Any
 
 from config import ENV_VARS, FLAGS, load_config
 from database import IndexWriter
-from exceptions import ConfigError, DocSearchError
+from exceptions import ConfigError, DocSearchError, IndexUnavailableError
 from indexer import TextIndexer, read_status
 from models import ScanProgress, ServerConfig
 from search import search as run_search
@@ -196,14 +196,17 @@ class Daemon:
             if self.indexer is None:
                 self._open_writer()
             if self.indexer is not None:
-                if not checked:
-                    self.indexer.check_integrity()
-                    checked = True
-                reply = self.indexer.scan()
-                if not self.first_scan_done.is_set():
-                    logger.info("first scan finished: %d files read, %d removed; serving %s",
-                                reply["files_processed"], reply["files_removed"], self.config.source_directory)
-                    self.first_scan_done.set()
+                try:
+                    if not checked:
+                        self.indexer.check_integrity()
+                        checked = True
+                    reply = self.indexer.scan()
+                    if not self.first_scan_done.is_set():
+                        logger.info("first scan finished: %d files read, %d removed; serving %s",
+                                    reply["files_processed"], reply["files_removed"], self.config.source_directory)
+                except Exception:  # noqa: BLE001 - the loop must outlive any one failed scan
+                    logger.exception("rescan failed; trying again at the next interval")
+                self.first_scan_done.set()
                 interval = self.config.scan_interval_seconds
             else:
                 interval = min(self.config.scan_interval_seconds or WRITER_RETRY_SECONDS, WRITER_RETRY_SECONDS)
@@ -240,6 +243,8 @@ def build_server(daemon: Daemon) -> Any:
         try:
             return run_search(config.db_path, query, limit, indexing=not daemon.first_scan_done.is_set())
         except DocSearchError as exc:
+            if isinstance(exc, IndexUnavailableError) and daemon.indexer is not None:
+                daemon.indexer.damage_suspected = True
             raise ToolError(str(exc)) from exc
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))

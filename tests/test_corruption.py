@@ -1,0 +1,217 @@
+"""A damaged index, an unwritable index directory, a full disk: the MCP server (a real subprocess
+spoken to in raw JSON-RPC) starts or keeps running, says what happened in status and on stderr,
+rebuilds where it can, and writes nothing but JSON-RPC to stdout."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from reliability_helpers import (
+    RelCorpus, RelStdioServer, rel_db_path, rel_integrity, rel_mount_tmpfs, rel_run_main, rel_umount,
+)
+
+
+@pytest.fixture
+def indexed(tmp_path: Path) -> tuple[Path, Path, Path, RelCorpus]:
+    """A source of 120 files, indexed once by `main.py index`: (source, index dir, db, corpus)."""
+    source, index_dir = tmp_path / "src", tmp_path / "idx"
+    source.mkdir()
+    corpus = RelCorpus(source, random.Random(7))
+    for _ in range(120):
+        corpus.add()
+    done = rel_run_main("index", "--source", str(source), "--index-dir", str(index_dir))
+    assert done.returncode == 0, done.stderr
+    return source, index_dir, rel_db_path(source, index_dir), corpus
+
+
+def assert_every_file_found(server: RelStdioServer, corpus: RelCorpus) -> None:
+    for token, rel in corpus.live_tokens().items():
+        result = server.call("search", {"query": token})
+        assert not result["isError"], result
+        assert [hit["path"] for hit in result["structuredContent"]["results"]] == [rel]
+
+
+def truncate_half(db: Path) -> None:
+    os.truncate(db, db.stat().st_size // 2)
+
+
+def random_middle(db: Path) -> None:
+    size = db.stat().st_size
+    with open(db, "r+b") as handle:
+        handle.seek(size // 4)
+        handle.write(random.Random(1).randbytes(size // 2))
+
+
+def zero_length(db: Path) -> None:
+    os.truncate(db, 0)
+
+
+def not_sqlite(db: Path) -> None:
+    db.write_bytes(b"# my notes\n" + b"not a database at all\n" * 500)
+
+
+def damage_header_page_count(db: Path) -> None:
+    with open(db, "r+b") as handle:
+        handle.seek(100)
+        handle.write(b"\xff" * 400)  # the sqlite_master b-tree page header and cell pointers
+
+
+DAMAGE = {
+    "truncated": (truncate_half, True),
+    "random_bytes_over_middle": (random_middle, True),
+    "zero_length": (zero_length, False),  # an empty file is a valid, empty SQLite database
+    "not_an_sqlite_file": (not_sqlite, True),
+    "damaged_schema_page": (damage_header_page_count, True),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_damaged_database_is_moved_aside_and_rebuilt(indexed, damage: str) -> None:
+    source, index_dir, db, corpus = indexed
+    for side in ("-wal", "-shm"):
+        Path(f"{db}{side}").unlink(missing_ok=True)
+    damage_fn, reported = DAMAGE[damage]
+    damage_fn(db)
+    with RelStdioServer("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0") as server:
+        status = server.wait_for_scan()
+        assert status["indexed_files"] == len(corpus.versions), status
+        assert_every_file_found(server, corpus)
+        moved = sorted(p.name for p in index_dir.glob("*.corrupt-*") if not p.name.endswith(("-wal", "-shm")))
+        if reported:
+            assert moved, f"the damaged file was not moved aside: {sorted(os.listdir(index_dir))}"
+            assert status["errors_encountered"] >= 1 and "moved it to" in (status["last_error"] or ""), status
+            assert moved[0] in status["last_error"] and "unusable" in server.stderr
+        assert server.close() == 0
+    assert rel_integrity(db) == "ok"
+
+
+def test_garbage_wal_file_does_not_stop_the_server(indexed) -> None:
+    source, index_dir, db, corpus = indexed
+    Path(f"{db}-shm").unlink(missing_ok=True)
+    Path(f"{db}-wal").write_bytes(random.Random(2).randbytes(64 * 1024))
+    with RelStdioServer("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0") as server:
+        status = server.wait_for_scan()
+        assert status["indexed_files"] == len(corpus.versions), status
+        assert_every_file_found(server, corpus)
+        assert server.close() == 0
+    assert rel_integrity(db) == "ok"
+
+
+def test_random_bytes_over_the_database_while_running_do_not_stop_the_server(indexed) -> None:
+    source, index_dir, db, corpus = indexed
+    with RelStdioServer("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0") as server:
+        server.wait_for_scan()
+        random_middle(db)
+        searched = server.call("search", {"query": "river"})
+        assert searched["isError"] or searched["structuredContent"]["results"], searched
+        corpus.edit(sorted(corpus.versions)[0])
+        corpus.add()
+        refreshed = server.call("refresh_index")
+        assert not refreshed["isError"], refreshed
+        status = server.status()
+        assert status["indexed_files"] == len(corpus.versions), status
+        assert_every_file_found(server, corpus)
+        assert server.close() == 0
+    assert rel_integrity(db) == "ok"
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path):
+    """A size-limited tmpfs mount (root only), unmounted afterwards."""
+    mount = Path(f"/tmp/rel-mnt-{os.getpid()}-{tmp_path.name}")
+    if not rel_mount_tmpfs(mount, "256k"):
+        pytest.skip("needs root and a kernel that allows tmpfs mounts, to make a real full or read-only file system")
+    yield mount
+    rel_umount(mount)
+    mount.rmdir()
+
+
+def remount(mount: Path, options: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{options}", str(mount)], check=True)
+
+
+def test_read_only_index_directory_is_reported_and_retried(tmp_path: Path, tmpfs: Path) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    corpus = RelCorpus(source, random.Random(3))
+    for _ in range(20):
+        corpus.add()
+    index_dir = tmpfs / "idx"
+    index_dir.mkdir()
+    remount(tmpfs, "ro")
+    with RelStdioServer("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0") as server:
+        status = server.wait_for_scan()
+        assert status["state"] == "error" and "cannot open or create the index" in status["last_error"], status
+        assert "cannot open or create the index" in server.stderr
+        searched = server.call("search", {"query": "river"})
+        assert searched["isError"] and searched["content"][0]["text"].startswith("Error executing tool search: "), searched
+        refreshed = server.call("refresh_index")
+        assert refreshed["isError"] and "cannot open or create the index" in refreshed["content"][0]["text"]
+        assert server.close() == 0
+
+
+def test_full_disk_fails_the_scan_cleanly_and_recovers_when_space_returns(tmp_path: Path, tmpfs: Path) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    corpus = RelCorpus(source, random.Random(4))
+    for _ in range(400):
+        corpus.add(paragraphs=6)  # ~1.5 MB of text: far more than the 256 KiB file system holds
+    index_dir = tmpfs / "idx"
+    db = rel_db_path(source, index_dir)
+    with RelStdioServer("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0") as server:
+        status = server.wait_for_scan()
+        assert status["errors_encountered"] >= 1 and "full" in (status["last_error"] or ""), status
+        assert "full" in server.stderr
+        assert server.call("get_index_status")["isError"] is False
+        remount(tmpfs, "size=64m")
+        refreshed = server.call("refresh_index")
+        assert not refreshed["isError"] and refreshed["structuredContent"]["success"], refreshed
+        assert server.status()["indexed_files"] == len(corpus.versions)
+        assert_every_file_found(server, corpus)
+        assert server.close() == 0
+    assert rel_integrity(db) == "ok"
+
+
+def test_index_files_deleted_while_running_are_recreated(indexed) -> None:
+    """Someone clears the index directory to 'reset' it while the server runs."""
+    source, index_dir, db, corpus = indexed
+    with RelStdioServer("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0") as server:
+        server.wait_for_scan()
+        for leftover in index_dir.iterdir():
+            leftover.unlink()
+        searched = server.call("search", {"query": "river"})
+        assert searched["isError"] and "index" in searched["content"][0]["text"], searched
+        corpus.add()
+        refreshed = server.call("refresh_index")
+        assert not refreshed["isError"] and refreshed["structuredContent"]["success"], refreshed
+        assert server.status()["indexed_files"] == len(corpus.versions)
+        assert_every_file_found(server, corpus)
+        assert server.close() == 0
+    assert rel_integrity(db) == "ok"
+
+
+def test_a_stale_wal_without_its_database_is_not_replayed_into_a_new_index(indexed) -> None:
+    """The state a kill between move_aside's renames can leave: the database gone, its WAL
+    (full of committed frames) still beside the path where the new index will be created."""
+    import sqlite3
+
+    source, index_dir, db, corpus = indexed
+    holder = sqlite3.connect(db)
+    holder.execute("PRAGMA wal_autocheckpoint = 0")
+    holder.execute("INSERT INTO meta (key, value) VALUES ('filler', ?)", ("x" * 200_000,))
+    stale_wal = Path(f"{db}-wal").read_bytes()
+    holder.close()
+    for leftover in index_dir.iterdir():
+        leftover.unlink()
+    Path(f"{db}-wal").write_bytes(stale_wal)
+    with RelStdioServer("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0") as server:
+        status = server.wait_for_scan()
+        assert status["indexed_files"] == len(corpus.versions), status
+        assert_every_file_found(server, corpus)
+        assert server.close() == 0
+    assert rel_integrity(db) == "ok"
