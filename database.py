@@ -320,9 +320,12 @@ def reader(db_path: Path) -> sqlite3.Connection:
     if entry is not None:
         entry[0].close()
     try:
-        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
+        conn = sqlite3.connect(
+            f"file:{db_path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        )
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.snippet_fts USING fts5(title, heading, body, tokenize='{TOKENIZER}')")
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS question_hits (id INTEGER PRIMARY KEY, score REAL NOT NULL)")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.Error as exc:
         raise IndexUnavailableError(str(db_path), f"cannot open: {exc}") from None
@@ -400,8 +403,7 @@ def snippets(
     The index is contentless (its text is stored compressed), so snippets are made from the few
     sections being returned: this keeps snippet cost independent of the size of the index.
     """
-    conn.execute("BEGIN")
-    try:
+    with snapshot(conn):
         conn.execute("DELETE FROM temp.snippet_fts")
         conn.executemany(
             "INSERT INTO temp.snippet_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
@@ -411,9 +413,56 @@ def snippets(
             "SELECT rowid, snippet(snippet_fts, 2, ?, ?, '…', ?) FROM temp.snippet_fts WHERE snippet_fts MATCH ?",
             (markers[0], markers[1], tokens, match),
         ).fetchall()
+    return dict(rows)
+
+
+@contextmanager
+def snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """One read transaction: every query inside sees the same index, and what is written to temp
+    tables is rolled back at the end. Nested use joins the outer transaction."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
     finally:
         conn.execute("ROLLBACK")
-    return dict(rows)
+
+
+def score_question(conn: sqlite3.Connection, match: str, weights: Sequence[float]) -> None:
+    """bm25 of every section matching ``match`` into temp.question_hits (inside a snapshot)."""
+    conn.execute("DELETE FROM temp.question_hits")
+    conn.execute(
+        "INSERT INTO temp.question_hits (id, score)"
+        " SELECT rowid, bm25(sections_fts, ?, ?, ?) FROM sections_fts WHERE sections_fts MATCH ?",
+        (*weights, match),
+    )
+
+
+def best_question_hits(conn: sqlite3.Connection, limit: int) -> list[tuple[int, float]]:
+    """The best section of each of the top ``limit`` files in temp.question_hits, best first."""
+    return conn.execute(
+        f"SELECT id, min(score) AS best FROM temp.question_hits GROUP BY id >> {SECTION_BITS} ORDER BY best LIMIT ?",
+        (limit,),
+    ).fetchall()
+
+
+def best_with_feedback(
+    conn: sqlite3.Connection, feedback_match: str, weights: Sequence[float], question_weight: float, limit: int
+) -> list[tuple[int, float]]:
+    """Like best_question_hits, each section scored question_weight * its question score plus its
+    bm25 for ``feedback_match``. bm25 sums over the phrases of a MATCH expression, so this equals
+    one query OR-ing the question's words question_weight times with the feedback words, without
+    reading the question's doclists again."""
+    return conn.execute(
+        "WITH feedback AS MATERIALIZED (SELECT rowid AS id, bm25(sections_fts, ?, ?, ?) AS score"
+        " FROM sections_fts WHERE sections_fts MATCH ?),"
+        " combined AS (SELECT id, sum(score) AS score FROM"
+        " (SELECT id, ? * score AS score FROM temp.question_hits UNION ALL SELECT id, score FROM feedback) GROUP BY id)"
+        f" SELECT id, min(score) AS best FROM combined GROUP BY id >> {SECTION_BITS} ORDER BY best LIMIT ?",
+        (*weights, feedback_match, question_weight, limit),
+    ).fetchall()
 
 
 def index_counts(conn: sqlite3.Connection) -> dict[str, object]:

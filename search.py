@@ -122,11 +122,8 @@ class MatchPlan:
     question: bool = False
 
 
-def build_match(parsed: ParsedQuery, feedback: Sequence[str] = ()) -> MatchPlan:
-    """Turn a parsed query into FTS5 MATCH expressions; raise QueryError if nothing is searchable.
-
-    ``feedback`` words (for a question only) are OR-ed with the question's own words, which then
-    count QUESTION_WEIGHT times each."""
+def build_match(parsed: ParsedQuery) -> MatchPlan:
+    """Turn a parsed query into FTS5 MATCH expressions; raise QueryError if nothing is searchable."""
     terms = parsed.terms
     content = [t for t in terms if not _is_stopword(t)]
     required = [_quote(p) for p in parsed.phrases] + [_quote([p]) + "*" for p in parsed.prefixes]
@@ -138,8 +135,6 @@ def build_match(parsed: ParsedQuery, feedback: Sequence[str] = ()) -> MatchPlan:
         # higher instead of being required, and a compound counts word by word ("two-dimensional"
         # as a phrase would give no credit for "two dimensions"). Its stopwords only add noise.
         parts = [_quote([w]) for t in content for w in t if w.lower() not in STOPWORDS] + required
-        if feedback:
-            parts = parts * QUESTION_WEIGHT + [_quote([w]) for w in feedback]
         precise, broad = f"({' OR '.join(parts)})", None
     elif not content and len(terms) > MAX_AND_TERMS:
         # Only stopwords ("to be or not to be"): the exact phrase first, then all of the words.
@@ -149,9 +144,18 @@ def build_match(parsed: ParsedQuery, feedback: Sequence[str] = ()) -> MatchPlan:
         quoted = [_quote(t) for t in content or terms]
         precise = " AND ".join(required + quoted)
         broad = " AND ".join(required + [f"({' OR '.join(quoted)})"]) if len(quoted) > 1 else None
-    excluded = " OR ".join(_quote(p) for p in parsed.excluded)
-    suffix = f" NOT ({excluded})" if excluded else ""
+    suffix = _exclusions(parsed)
     return MatchPlan(f"({precise}){suffix}", f"({broad}){suffix}" if broad else None, question)
+
+
+def feedback_match(parsed: ParsedQuery, feedback: Sequence[str]) -> str:
+    """The feedback words OR-ed, with the question's exclusions."""
+    return f"({' OR '.join(_quote([w]) for w in feedback)}){_exclusions(parsed)}"
+
+
+def _exclusions(parsed: ParsedQuery) -> str:
+    excluded = " OR ".join(_quote(p) for p in parsed.excluded)
+    return f" NOT ({excluded})" if excluded else ""
 
 
 def search(db_path: Path, query: str, limit: int = 10, indexing: bool = False) -> SearchReply:
@@ -165,14 +169,15 @@ def search(db_path: Path, query: str, limit: int = 10, indexing: bool = False) -
         raise QueryError(query, "the query has no words to search for (only punctuation, symbols or operators)") from None
     conn = database.reader(db_path)
     try:
-        ranked, match, files_matched = _rank_question(conn, parsed, plan, limit) if plan.question else _rank_keywords(conn, plan, limit)
-        sections = database.load_sections(conn, [rowid for rowid, _ in ranked])
-        # Snippets highlight the user's own words; a file found only by some of the words or by
-        # feedback words is shown with what matched it.
-        snippet_text = database.snippets(conn, plan.precise, sections, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS)
-        rest = {rowid: section for rowid, section in sections.items() if rowid not in snippet_text}
-        if rest and match != plan.precise:
-            snippet_text.update(database.snippets(conn, match, rest, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS))
+        with database.snapshot(conn):
+            ranked, match, files_matched = _rank_question(conn, parsed, plan, limit) if plan.question else _rank_keywords(conn, plan, limit)
+            sections = database.load_sections(conn, [rowid for rowid, _ in ranked])
+            # Snippets highlight the user's own words; a file found only by some of the words or by
+            # feedback words is shown with what matched it.
+            snippet_text = database.snippets(conn, plan.precise, sections, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS)
+            rest = {rowid: section for rowid, section in sections.items() if rowid not in snippet_text}
+            if rest and match != plan.precise:
+                snippet_text.update(database.snippets(conn, match, rest, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS))
     except sqlite3.Error as exc:
         database.drop_reader(db_path)
         raise IndexUnavailableError(str(db_path), f"search failed: {exc}") from exc
@@ -203,14 +208,21 @@ def _rank_keywords(conn: sqlite3.Connection, plan: MatchPlan, limit: int) -> Ran
 
 
 def _rank_question(conn: sqlite3.Connection, parsed: ParsedQuery, plan: MatchPlan, limit: int) -> Ranking:
-    """bm25 over the question's words, then again with feedback words if few enough files matched:
-    feedback costs a second full query, so it is bounded by FEEDBACK_MAX_FILES."""
-    wanted = max(limit, FEEDBACK_FILES)
-    first = database.best_section_per_file(conn, plan.precise, COLUMN_WEIGHTS, wanted)
-    files_matched = database.count_matching_files(conn, plan.precise) if len(first) >= wanted else len(first)
-    feedback = feedback_words(conn, first[:FEEDBACK_FILES], parsed) if files_matched <= FEEDBACK_MAX_FILES else []
-    match = build_match(parsed, feedback).precise if feedback else plan.precise
-    ranked = database.best_section_per_file(conn, match, COLUMN_WEIGHTS, limit) if feedback else first[:limit]
+    """bm25 over the question's words; then, if few enough files matched, with feedback words too.
+
+    The question is scored once into a temporary table; the feedback pass reads only the feedback
+    words' doclists and adds their scores (see database.best_with_feedback)."""
+    files_matched = database.count_matching_files(conn, plan.precise)
+    if files_matched > FEEDBACK_MAX_FILES:
+        ranked = database.best_section_per_file(conn, plan.precise, COLUMN_WEIGHTS, limit)
+        return [(rowid, -bm25) for rowid, bm25 in ranked], plan.precise, files_matched
+    database.score_question(conn, plan.precise, COLUMN_WEIGHTS)
+    first = database.best_question_hits(conn, max(limit, FEEDBACK_FILES))
+    feedback = feedback_words(conn, first[:FEEDBACK_FILES], parsed)
+    if not feedback:
+        return [(rowid, -bm25) for rowid, bm25 in first[:limit]], plan.precise, files_matched
+    match = feedback_match(parsed, feedback)
+    ranked = database.best_with_feedback(conn, match, COLUMN_WEIGHTS, QUESTION_WEIGHT, limit)
     return [(rowid, -bm25) for rowid, bm25 in ranked], match, files_matched
 
 

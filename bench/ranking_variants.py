@@ -28,9 +28,9 @@ from database import TOKENIZER  # noqa: E402
 from search import _quote, build_match  # noqa: E402
 
 
-def phrases_required(parsed: search.ParsedQuery, feedback: Sequence[str] = ()) -> search.MatchPlan:
+def phrases_required(parsed: search.ParsedQuery) -> search.MatchPlan:
     """As before this change: a question's "phrases" and prefix* terms must all match."""
-    plan = build_match(parsed, feedback)
+    plan = build_match(parsed)
     required = [_quote(p) for p in parsed.phrases] + [_quote([p]) + "*" for p in parsed.prefixes]
     if not plan.question or not required:
         return plan
