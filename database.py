@@ -158,7 +158,8 @@ class IndexWriter:
         rows = self.conn.execute(
             "SELECT path, id, mtime_ns, size, inode, content_hash, indexed_at_ns FROM files"
         )
-        return {row[0]: StoredFile(*row[1:]) for row in rows}
+        make = StoredFile._make
+        return {row[0]: make(row[1:]) for row in rows}
 
     def stored_file(self, path: str) -> StoredFile | None:
         row = self.conn.execute(
@@ -186,13 +187,13 @@ class IndexWriter:
                 " encoding = ?, fallback_decoded = ?, title = ?, section_count = ? WHERE id = ?",
                 (*values, file_id),
             )
-        self._insert_sections(file_id, loaded.title, loaded.sections)
+        self._insert_sections(file_id, loaded.title, loaded.sections, loaded.compressed_bodies)
 
-    def _insert_sections(self, file_id: int, title: str, sections: Sequence[Section]) -> None:
+    def _insert_sections(self, file_id: int, title: str, sections: Sequence[Section], bodies: Sequence[bytes]) -> None:
         ids = [section_id(file_id, n) for n in range(len(sections))]
         self.conn.executemany(
             "INSERT INTO sections (id, start_line, end_line, heading, body) VALUES (?, ?, ?, ?, ?)",
-            [(i, s.start_line, s.end_line, s.heading, compress(s.body)) for i, s in zip(ids, sections)],
+            [(i, s.start_line, s.end_line, s.heading, body) for i, s, body in zip(ids, sections, bodies)],
         )
         self.conn.executemany(
             "INSERT INTO sections_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",

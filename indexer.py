@@ -173,6 +173,7 @@ def load_file(root: Path, rel: str, max_bytes: int) -> LoadedFile:
     return LoadedFile(
         path=rel, mtime_ns=raw.mtime_ns, size=raw.size, inode=raw.inode, content_hash=raw.content_hash,
         read_at_ns=raw.read_at_ns, encoding=encoding, fallback_decoded=fallback, title=title, sections=sections,
+        compressed_bodies=[database.compress(section.body) for section in sections],
     )
 
 
@@ -203,16 +204,15 @@ class FileScanner:
 
     def changes(self, stored: dict[str, StoredFile]) -> Changes:
         result = Changes()
-        seen: set[str] = set()
+        unseen = dict(stored)
         on_skip = lambda path, reason, detail: result.skipped.append((path, reason, detail))  # noqa: E731
         for disk in walk_source(self.root, self.filter, on_skip):
-            seen.add(disk.path)
-            known = stored.get(disk.path)
-            if known is None or (known.mtime_ns, known.size, known.inode) != (disk.mtime_ns, disk.size, disk.inode):
+            known = unseen.pop(disk.path, None)
+            if known is None or known[1:4] != disk[1:4]:  # (mtime_ns, size, inode) on both sides
                 result.to_read.append(disk)
             elif known.indexed_at_ns - known.mtime_ns < RACY_WINDOW_NS:
                 result.to_verify.append(disk)
-        result.to_remove = [(path, known.file_id) for path, known in stored.items() if path not in seen]
+        result.to_remove = [(path, known.file_id) for path, known in unseen.items()]
         return result
 
 
