@@ -30,6 +30,8 @@ MAX_SECTIONS_PER_FILE = 1 << SECTION_BITS
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 COMPRESSION_LEVEL = 1  # zlib: level 1 is ~3x faster than 6 for ~10% more bytes on prose
 BUSY_TIMEOUT_MS = 10_000
+#: best_section_per_file ranks this many sections per wanted file before falling back to grouping all.
+CANDIDATE_SECTIONS_PER_FILE = 8
 SQLITE_HEADER = b"SQLite format 3\x00"
 _CORRUPTION_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
 
@@ -174,7 +176,8 @@ class IndexWriter:
         rows = self.conn.execute(
             "SELECT path, id, mtime_ns, size, inode, content_hash, indexed_at_ns FROM files"
         )
-        return {row[0]: StoredFile(*row[1:]) for row in rows}
+        make = StoredFile._make
+        return {row[0]: make(row[1:]) for row in rows}
 
     def stored_file(self, path: str) -> StoredFile | None:
         row = self.conn.execute(
@@ -202,13 +205,13 @@ class IndexWriter:
                 " encoding = ?, fallback_decoded = ?, title = ?, section_count = ? WHERE id = ?",
                 (*values, file_id),
             )
-        self._insert_sections(file_id, loaded.title, loaded.sections)
+        self._insert_sections(file_id, loaded.title, loaded.sections, loaded.compressed_bodies)
 
-    def _insert_sections(self, file_id: int, title: str, sections: Sequence[Section]) -> None:
+    def _insert_sections(self, file_id: int, title: str, sections: Sequence[Section], bodies: Sequence[bytes]) -> None:
         ids = [section_id(file_id, n) for n in range(len(sections))]
         self.conn.executemany(
             "INSERT INTO sections (id, start_line, end_line, heading, body) VALUES (?, ?, ?, ?, ?)",
-            [(i, s.start_line, s.end_line, s.heading, compress(s.body)) for i, s in zip(ids, sections, strict=True)],
+            [(i, s.start_line, s.end_line, s.heading, body) for i, s, body in zip(ids, sections, bodies, strict=True)],
         )
         self.conn.executemany(
             "INSERT INTO sections_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
@@ -348,8 +351,21 @@ def best_section_per_file(
 ) -> list[tuple[int, float]]:
     """The best-ranked section of each of the top ``limit`` files: [(section rowid, bm25)], best first.
 
-    bm25() is negative, lower is better. SQLite returns the rowid of the row that gave min().
+    bm25() is negative, lower is better. First the best ``limit * CANDIDATE_SECTIONS_PER_FILE``
+    sections are ranked (a bounded sort, no temporary table): a file's best section ranks above its
+    others, so the first ``limit`` distinct files met in that order are exactly the answer. Only when
+    those candidates hold fewer files (a few files with very many matching sections) is every
+    matching section grouped by file.
     """
+    candidates = limit * CANDIDATE_SECTIONS_PER_FILE
+    ranked = best_sections(conn, match, weights, candidates)
+    best: dict[int, tuple[int, float]] = {}
+    for rowid, score in ranked:
+        best.setdefault(rowid >> SECTION_BITS, (rowid, score))
+        if len(best) == limit:
+            return list(best.values())
+    if len(ranked) < candidates:
+        return list(best.values())  # every matching section was seen
     # FTS5 refuses bm25() inside an aggregate; a materialized CTE computes it first.
     rows = conn.execute(
         "WITH hits AS MATERIALIZED (SELECT rowid AS id, bm25(sections_fts, ?, ?, ?) AS score"
@@ -357,7 +373,7 @@ def best_section_per_file(
         f" SELECT id, min(score) AS best FROM hits GROUP BY id >> {SECTION_BITS} ORDER BY best LIMIT ?",
         (*weights, match, limit),
     ).fetchall()
-    return [(rowid, best) for rowid, best in rows]
+    return [(rowid, best_score) for rowid, best_score in rows]
 
 
 def best_sections(

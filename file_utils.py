@@ -15,6 +15,7 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -73,14 +74,18 @@ class FileFilter:
     max_size_bytes: int
     index_directory: Path
 
+    def __post_init__(self) -> None:
+        # str.endswith takes a tuple: one C call per name instead of a loop per extension.
+        object.__setattr__(self, "included_extensions", tuple(self.included_extensions))
+        object.__setattr__(self, "excluded_extensions", tuple(self.excluded_extensions))
+
     def accepts_name(self, name: str) -> bool:
         lowered = name.lower()
-        if any(lowered.endswith(ext) for ext in self.excluded_extensions):
-            return False
-        return any(lowered.endswith(ext) for ext in self.included_extensions)
+        return lowered.endswith(self.included_extensions) and not lowered.endswith(self.excluded_extensions)
 
 
 SkipCallback = Callable[[str, str, str], None]
+_NAME = attrgetter("name")
 
 
 def walk_source(root: Path, file_filter: FileFilter, on_skip: SkipCallback) -> Iterator[DiskFile]:
@@ -104,13 +109,17 @@ def walk_source(root: Path, file_filter: FileFilter, on_skip: SkipCallback) -> I
         except OSError as exc:
             on_skip(prefix or ".", "unreadable", exc.strerror or str(exc))
             continue
-        for entry in sorted(entries_list, key=lambda e: e.name, reverse=True):
-            rel = prefix + entry.name
-            if _has_surrogates(entry.name):
+        for entry in sorted(entries_list, key=_NAME, reverse=True):
+            name = entry.name
+            rel = prefix + name
+            if not name.isascii() and _has_surrogates(name):
                 on_skip(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), "undecodable_name", "")
                 continue
             try:
-                found = _classify_entry(entry, rel, root_real, index_real, visited, file_filter, on_skip)
+                if entry.is_file(follow_symlinks=False):  # the common case, without the link and folder checks
+                    found: DiskFile | str | None = _eligible_file(entry, rel, None, file_filter, on_skip)
+                else:
+                    found = _classify_entry(entry, rel, root_real, index_real, visited, file_filter, on_skip)
             except OSError as exc:
                 if isinstance(exc, FileNotFoundError):
                     continue  # gone between listing and stat: nothing to index, nothing to count
@@ -120,7 +129,7 @@ def walk_source(root: Path, file_filter: FileFilter, on_skip: SkipCallback) -> I
                 continue
             if isinstance(found, str):
                 stack.append((found, rel + "/"))
-            elif not (skip_own_files and DB_SUFFIX in entry.name):
+            elif not (skip_own_files and DB_SUFFIX in name):
                 yield found
 
 
@@ -167,6 +176,13 @@ def _classify_entry(
             return None
         visited.add(key)
         return real_dir
+    return _eligible_file(entry, rel, st, file_filter, on_skip)
+
+
+def _eligible_file(
+    entry: os.DirEntry[str], rel: str, st: os.stat_result | None, file_filter: FileFilter, on_skip: SkipCallback
+) -> DiskFile | None:
+    """A DiskFile if the name, type and size pass the filter (``st``: the link target's stat, if any)."""
     if not file_filter.accepts_name(entry.name):
         on_skip(rel, "excluded_extension", "")
         return None
@@ -175,10 +191,12 @@ def _classify_entry(
     if verdict:
         on_skip(rel, *verdict)
         return None
-    return DiskFile(path=rel, mtime_ns=st.st_mtime_ns, size=st.st_size, inode=st.st_ino)
+    return DiskFile(rel, st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 def _size_and_type_verdict(st: os.stat_result, file_filter: FileFilter) -> tuple[str, str] | None:
+    if st.st_size <= file_filter.max_size_bytes and stat.S_ISREG(st.st_mode):
+        return None
     if not stat.S_ISREG(st.st_mode):
         return ("not_regular_file", "")
     if st.st_size > file_filter.max_size_bytes:
@@ -311,7 +329,7 @@ def decode_text(rel: str, data: bytes) -> tuple[str, str, bool]:
             except UnicodeDecodeError:
                 pass
         raise FileSkipped(rel, "binary", "NUL bytes in content")
-    if sample and sum(sample.count(b) for b in _CONTROL_BYTES) > MAX_CONTROL_SHARE * len(sample):
+    if sample and len(sample) - len(sample.translate(None, _CONTROL_BYTES)) > MAX_CONTROL_SHARE * len(sample):
         raise FileSkipped(rel, "binary", "many control bytes in content")
     try:
         return data.decode("utf-8"), "utf-8", False

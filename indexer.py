@@ -34,8 +34,11 @@ RACY_WINDOW_NS = 2_000_000_000
 BATCH_FILES = 500
 BATCH_BYTES = 32 << 20
 READ_AHEAD = 64
-#: Sections aim for TARGET_SECTION_CHARS, cut at a blank line, and never exceed MAX_SECTION_CHARS.
+READ_AHEAD_BYTES = 16 << 20
+#: Sections aim for TARGET_SECTION_CHARS, cut at a blank line, and never exceed MAX_SECTION_CHARS;
+#: a heading starts a new one once the current one has MIN_SECTION_CHARS.
 TARGET_SECTION_CHARS = 3000
+MIN_SECTION_CHARS = TARGET_SECTION_CHARS // 2
 MAX_SECTION_CHARS = 8000
 MAX_TITLE_CHARS = 200
 MARKDOWN_EXTENSIONS = (".md", ".markdown", ".mdx")
@@ -46,6 +49,7 @@ QUIET_REASONS = frozenset({"excluded_extension", "excluded_directory"})
 ERROR_REASONS = frozenset({"unreadable"})
 
 _ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
+_MARKDOWN_CANDIDATE = re.compile(r"\n {0,3}(?:#|```|~~~)")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _RST_UNDERLINE = re.compile(r"^([=\-`:'\"~^_*+#<>.])\1{2,}\s*$")
 
@@ -58,7 +62,7 @@ def split_sections(text: str, name: str) -> tuple[str, list[Section]]:
     lines = text.split("\n")
     lowered = name.lower()
     if lowered.endswith(MARKDOWN_EXTENSIONS):
-        headings, title = _markdown_headings(lines)
+        headings, title = _markdown_headings(text, lines)
     elif lowered.endswith(RST_EXTENSIONS):
         headings, title = _rst_headings(lines)
     else:
@@ -69,18 +73,27 @@ def split_sections(text: str, name: str) -> tuple[str, list[Section]]:
             title = ""  # a long first line is prose, not a title
     sections: list[Section] = []
     max_chars = max(MAX_SECTION_CHARS, len(text) // (database.MAX_SECTIONS_PER_FILE // 2))
-    bounds = [0] + [line for line, _, _ in headings] + [len(lines)]
     path: list[tuple[int, str]] = []
-    for i in range(len(bounds) - 1):
-        if i > 0:
-            _, level, heading = headings[i - 1]
-            path = [entry for entry in path if entry[0] < level] + [(level, heading)]
+    # A heading starts a new section once the current one holds MIN_SECTION_CHARS, or when its own
+    # block would push the current one past the target. Reference pages with a heading every few
+    # lines (one per parameter) would otherwise make an FTS row per few lines, and every row costs
+    # index time, index size and query time.
+    ends = [line for line, _, _ in headings[1:]] + [len(lines)]
+    start, start_heading = 0, ""
+    for (line_no, level, heading), block_end in zip(headings, ends):
+        path = [entry for entry in path if entry[0] < level] + [(level, heading)]
         heading_path = " > ".join(h for _, h in path)[:MAX_TITLE_CHARS]
-        sections.extend(_bounded_sections(lines, bounds[i], bounds[i + 1], heading_path, max_chars))
+        current = _chars(lines, start, line_no)
+        if current >= MIN_SECTION_CHARS or (current and current + _chars(lines, line_no, block_end) > TARGET_SECTION_CHARS):
+            sections.extend(_bounded_sections(lines, start, line_no, start_heading, max_chars))
+            start, start_heading = line_no, heading_path
+        elif not start_heading:
+            start_heading = heading_path  # a short preamble goes with the first heading
+    sections.extend(_bounded_sections(lines, start, len(lines), start_heading, max_chars))
     return title[:MAX_TITLE_CHARS], sections
 
 
-def _markdown_headings(lines: list[str]) -> tuple[list[tuple[int, int, str]], str]:
+def _markdown_headings(text: str, lines: list[str]) -> tuple[list[tuple[int, int, str]], str]:
     headings: list[tuple[int, int, str]] = []
     title = ""
     fence = ""
@@ -93,7 +106,16 @@ def _markdown_headings(lines: list[str]) -> tuple[list[tuple[int, int, str]], st
             key, _, value = lines[i].partition(":")
             if key.strip().lower() == "title" and value.strip():
                 title = value.strip().strip("'\"")
-    for i in range(start, len(lines)):
+    # Only lines starting with '#', ``` or ~~~ can matter. The pattern starts with a newline (one is
+    # put before the text for line 1), so the regex engine jumps between newlines instead of trying
+    # every character.
+    shifted = "\n" + text
+    i = last = 0
+    for candidate in _MARKDOWN_CANDIDATE.finditer(shifted):
+        i += shifted.count("\n", last, candidate.start())  # newlines before this line: its index
+        last = candidate.start()
+        if i < start:
+            continue
         line = lines[i]
         fence_match = _FENCE.match(line)
         if fence_match:
@@ -139,6 +161,9 @@ def _rst_headings(lines: list[str]) -> tuple[list[tuple[int, int, str]], str]:
 
 def _bounded_sections(lines: list[str], start: int, end: int, heading: str, max_chars: int) -> Iterator[Section]:
     """Cut lines[start:end] into sections near TARGET_SECTION_CHARS, at blank lines where possible."""
+    if _chars(lines, start, end) <= TARGET_SECTION_CHARS:
+        yield from _section_if_text(lines, start, end, heading)  # the common case: nothing to cut
+        return
     chunk_start = start
     size = 0
     for i in range(start, end):
@@ -154,6 +179,11 @@ def _bounded_sections(lines: list[str], start: int, end: int, heading: str, max_
             chunk_start, size = i, 0
         size += len(line) + 1
     yield from _section_if_text(lines, chunk_start, end, heading)
+
+
+def _chars(lines: list[str], start: int, end: int) -> int:
+    """Characters in lines[start:end], newlines included."""
+    return sum(map(len, lines[start:end])) + end - start
 
 
 def _section_if_text(lines: list[str], start: int, end: int, heading: str) -> Iterator[Section]:
@@ -173,6 +203,7 @@ def load_file(root: Path, rel: str, max_bytes: int) -> LoadedFile:
     return LoadedFile(
         path=rel, mtime_ns=raw.mtime_ns, size=raw.size, inode=raw.inode, content_hash=raw.content_hash,
         read_at_ns=raw.read_at_ns, encoding=encoding, fallback_decoded=fallback, title=title, sections=sections,
+        compressed_bodies=[database.compress(section.body) for section in sections],
     )
 
 
@@ -203,19 +234,18 @@ class FileScanner:
 
     def changes(self, stored: dict[str, StoredFile]) -> Changes:
         result = Changes()
-        seen: set[str] = set()
+        unseen = dict(stored)
 
         def on_skip(path: str, reason: str, detail: str) -> None:
             result.skipped.append((path, reason, detail))
 
         for disk in walk_source(self.root, self.filter, on_skip):
-            seen.add(disk.path)
-            known = stored.get(disk.path)
-            if known is None or (known.mtime_ns, known.size, known.inode) != (disk.mtime_ns, disk.size, disk.inode):
+            known = unseen.pop(disk.path, None)
+            if known is None or known[1:4] != disk[1:4]:  # (mtime_ns, size, inode) on both sides
                 result.to_read.append(disk)
             elif known.indexed_at_ns - known.mtime_ns < RACY_WINDOW_NS:
                 result.to_verify.append(disk)
-        result.to_remove = [path for path in stored if path not in seen]
+        result.to_remove = list(unseen)
         return result
 
 
@@ -362,7 +392,8 @@ class TextIndexer:
         return outcome
 
     def _load_ahead(self, files: list[DiskFile]) -> Iterator[LoadedFile | FileSkipped]:
-        """Load files on a worker thread, at most READ_AHEAD ahead of the writer, in order."""
+        """Load files on a worker thread, in order, at most READ_AHEAD files or READ_AHEAD_BYTES
+        ahead of the writer (a bound by bytes too, so a run of large files cannot fill memory)."""
         root, max_bytes = self.config.source_directory, self.config.max_file_size_bytes
 
         def load(disk: DiskFile) -> LoadedFile | FileSkipped:
@@ -372,13 +403,17 @@ class TextIndexer:
                 return skipped
 
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reader") as pool:
-            pending: deque[Future[LoadedFile | FileSkipped]] = deque()
+            pending: deque[tuple[Future[LoadedFile | FileSkipped], int]] = deque()
+            pending_bytes = 0
             for disk in files:
-                pending.append(pool.submit(load, disk))
-                if len(pending) >= READ_AHEAD:
-                    yield pending.popleft().result()
+                pending.append((pool.submit(load, disk), disk.size))
+                pending_bytes += disk.size
+                while len(pending) >= READ_AHEAD or pending_bytes > READ_AHEAD_BYTES:
+                    future, size = pending.popleft()
+                    pending_bytes -= size
+                    yield future.result()
             while pending:
-                yield pending.popleft().result()
+                yield pending.popleft()[0].result()
 
     def _write_batch(self, batch: list[LoadedFile | FileSkipped], outcome: _Outcome) -> None:
         with self.writer.transaction():

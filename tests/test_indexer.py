@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from indexer import RACY_WINDOW_NS, TextIndexer, read_status, split_sections
+from indexer import MIN_SECTION_CHARS, RACY_WINDOW_NS, TextIndexer, read_status, split_sections
 from models import ServerConfig
 from search import search
 from tests.conftest import write
+
+FILL = "filler words " * (MIN_SECTION_CHARS // 13 + 1)  # a block long enough to be a section of its own
 
 
 def found(config: ServerConfig, query: str) -> list[str]:
@@ -116,7 +118,7 @@ def test_refresh_one_file_indexes_and_removes(indexer: TextIndexer, config: Serv
 
 def test_each_file_has_one_metadata_row_and_matching_fts_rows(indexer: TextIndexer, config: ServerConfig, source: Path) -> None:
     for i in range(30):
-        write(source, f"f{i}.md", f"# File {i}\n\nbody {i}\n\n## Part\n\nmore {i}\n")
+        write(source, f"f{i}.md", f"# File {i}\n\nbody {i} {FILL}\n\n## Part\n\nmore {i} {FILL}\n")
     indexer.scan()
     for i in range(0, 30, 2):
         write(source, f"f{i}.md", f"# Edited {i}\n\nonly one section\n")
@@ -134,9 +136,9 @@ def test_each_file_has_one_metadata_row_and_matching_fts_rows(indexer: TextIndex
 @pytest.mark.parametrize(
     ("name", "text", "title", "headings"),
     [
-        ("a.md", "---\ntitle: Front\n---\nintro\n# Top\nx\n## Sub\ny\n", "Front", ["", "Top", "Top > Sub"]),
-        ("a.md", "# One\n```\n# not a heading\n```\n## Two\nz\n", "One", ["One", "One > Two"]),
-        ("a.rst", "=====\nTitle\n=====\n\nintro\n\nPart\n----\nbody\n", "Title", ["Title", "Title > Part"]),
+        ("a.md", f"---\ntitle: Front\n---\n{FILL}\n# Top\n{FILL}\n## Sub\n{FILL}\n", "Front", ["", "Top", "Top > Sub"]),
+        ("a.md", f"# One\n{FILL}\n```\n# not a heading\n```\n## Two\n{FILL}\n", "One", ["One", "One > Two"]),
+        ("a.rst", f"=====\nTitle\n=====\n\n{FILL}\n\nPart\n----\n{FILL}\n", "Title", ["Title", "Title > Part"]),
         ("a.txt", "Shopping list\n\neggs\n", "Shopping list", [""]),
     ],
 )
@@ -145,6 +147,12 @@ def test_sections_follow_headings(name: str, text: str, title: str, headings: li
     assert got_title == title
     assert [s.heading for s in sections] == headings
     assert "\n".join(s.body for s in sections).strip() == text.strip()
+
+
+def test_short_heading_blocks_share_a_section() -> None:
+    text = "# Cmdlet\n\nintro\n\n## -Path\n\npath help\n\n## -Force\n\nforce help\n"
+    _, sections = split_sections(text, "ref.md")
+    assert [(s.heading, s.start_line, s.end_line) for s in sections] == [("Cmdlet", 1, 12)]
 
 
 def test_large_files_are_split_into_bounded_sections_with_line_ranges() -> None:

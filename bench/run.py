@@ -1,0 +1,359 @@
+"""Measure the daemon against the bare-FTS5 floor, on the same files, in one run.
+
+    python bench/run.py --corpus DIR [--json OUT] [--work DIR] [--repeat N]
+
+1. full index: ``main.py index`` vs bench/floor.py (walk, read, decode, one FTS5 transaction);
+2. no-change rescan vs an os.scandir walk that stats every file;
+3. one changed file: time until refresh_index (over MCP) makes it searchable;
+4. query latency p50/p95/p99 for common, rare, phrase, prefix, two-term and question queries:
+   the floor's top-10 with snippet, search.search(), the MCP search tool over stdio, and rg -l;
+5. index size / corpus size, peak RSS while indexing, ``main.py search`` wall time.
+
+Speed is reported as ratios to the floor measured in the same run; absolute times on a shared
+machine mean little. Prints a table and writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import math
+import os
+import re
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+sys.path[:0] = [str(REPO), str(BENCH)]
+
+import floor  # noqa: E402
+from database import IndexWriter  # noqa: E402
+from indexer import TextIndexer  # noqa: E402
+from models import ServerConfig  # noqa: E402
+from search import STOPWORDS, search  # noqa: E402
+
+MAIN = str(REPO / "main.py")
+QUERY_CLASSES = ("common", "rare", "phrase", "prefix", "two_terms", "question")
+SAMPLE_FILES = 1500
+_WORD = re.compile(r"[^\W_]+")
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    """p50/p95/p99 (nearest rank) and max, in milliseconds."""
+    ordered = sorted(samples)
+
+    def rank(p: float) -> float:
+        return round(ordered[min(len(ordered) - 1, max(0, math.ceil(p * len(ordered)) - 1))] * 1000, 2)
+
+    return {"p50": rank(0.50), "p95": rank(0.95), "p99": rank(0.99), "max": round(ordered[-1] * 1000, 2), "n": len(ordered)}
+
+
+def timed(fn: Callable[[], object], repeat: int) -> list[float]:
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def run_child(cmd: list[str], cwd: Path) -> tuple[float, float, str]:
+    """Run a command; return (wall seconds, peak RSS of that child in MB, its stderr tail)."""
+    with tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        tail = err.read().decode("utf-8", "replace")[-2000:]
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd[:3]} failed ({proc.returncode}): {tail}")
+    return elapsed, usage.ru_maxrss / 1024, tail
+
+
+def load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def daemon_args(corpus: Path, index_dir: Path) -> list[str]:
+    return ["--source", str(corpus), "--index-dir", str(index_dir)]
+
+
+# ---- choosing queries from the corpus --------------------------------------------------------
+
+
+def choose_queries(corpus: Path) -> dict[str, dict[str, str]]:
+    """Pick query words by their document frequency in a sample of files: works on any corpus.
+
+    Each query has the user text (for the daemon) and an equivalent FTS5 expression (for the floor).
+    """
+    paths = sorted(rel for rel, _ in floor.walk(str(corpus)) if rel.lower().endswith(floor.INCLUDED))
+    step = max(1, len(paths) // SAMPLE_FILES)
+    df: Counter[str] = Counter()
+    pairs: Counter[tuple[str, str]] = Counter()
+    sample = 0
+    for rel in paths[::step]:
+        data = (corpus / rel).read_bytes()
+        if b"\x00" in data[:8192]:
+            continue
+        sample += 1
+        words = [w.lower() for w in _WORD.findall(data.decode("utf-8", "replace"))]
+        df.update(set(words))
+        pairs.update({(a, b) for a, b in zip(words, words[1:]) if a not in STOPWORDS and b not in STOPWORDS and a != b})
+    content = [(w, n) for w, n in df.most_common() if w not in STOPWORDS and len(w) >= 4 and w.isalpha()]
+    if not content:
+        raise SystemExit("the corpus has too few words to choose queries from")
+
+    def near(share: float, pool: list[tuple] = content) -> str:
+        return min(pool, key=lambda item: (abs(item[1] / sample - share), item[0]))[0]
+
+    common = content[0][0]
+    rare = min((w for w, n in content if n == 1 and len(w) >= 6), default=content[-1][0])
+    mid, mid2 = near(0.10), near(0.04)
+    phrase = near(0.02, [p for p in pairs.items() if p[1] >= 2] or list(pairs.items()))
+    prefix = mid[:4]
+    return {
+        "common": {"query": common, "floor": f'"{common}"'},
+        "rare": {"query": rare, "floor": f'"{rare}"'},
+        "phrase": {"query": f'"{phrase[0]} {phrase[1]}"', "floor": f'"{phrase[0]} {phrase[1]}"'},
+        "prefix": {"query": f"{prefix}*", "floor": f'"{prefix}"*'},
+        "two_terms": {"query": f"{mid} {mid2}", "floor": f'"{mid}" AND "{mid2}"'},
+        "question": {
+            "query": f"how do I use {mid2} with the {common} and {rare}?",
+            "floor": f'"{mid2}" OR "{common}" OR "{rare}"',
+        },
+    }
+
+
+def rg_pattern(name: str, spec: dict[str, str]) -> list[str]:
+    words = _WORD.findall(spec["query"])
+    if name == "phrase":
+        return ["-F", "-e", " ".join(words)]
+    if name == "prefix":
+        return ["-e", rf"\b{words[0]}"]
+    if name == "question":
+        return ["-w", "-e", "|".join(w for w in words if w.lower() not in STOPWORDS)]
+    return ["-w", "-e", words[0]]
+
+
+# ---- the measurements ------------------------------------------------------------------------
+
+
+def measure_index(corpus: Path, work: Path, index_dir: Path, floor_db: Path) -> dict:
+    for target in (index_dir, floor_db):
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+    floor_s, floor_rss, _ = run_child([sys.executable, str(BENCH / "floor.py"), "index", str(corpus), str(floor_db)], work)
+    daemon_s, daemon_rss, log = run_child([sys.executable, MAIN, "index", *daemon_args(corpus, index_dir)], work)
+    return {
+        "floor_s": round(floor_s, 3), "daemon_s": round(daemon_s, 3), "ratio": round(daemon_s / floor_s, 3),
+        "floor_peak_rss_mb": round(floor_rss, 1), "daemon_peak_rss_mb": round(daemon_rss, 1),
+        "daemon_log_tail": log.strip().splitlines()[-1] if log.strip() else "",
+    }
+
+
+def measure_rescan(corpus: Path, config: ServerConfig, repeat: int) -> dict:
+    floor_samples = timed(lambda: floor.stat_walk(str(corpus)), repeat)
+    writer = IndexWriter(config.db_path)
+    indexer = TextIndexer(config, writer)
+    replies = []
+    daemon_samples = timed(lambda: replies.append(indexer.scan()), repeat)
+    writer.close()
+    floor_s, daemon_s = statistics.median(floor_samples), statistics.median(daemon_samples)
+    return {
+        "floor_s": round(floor_s, 4), "daemon_s": round(daemon_s, 4), "ratio": round(daemon_s / floor_s, 3),
+        "files_read_in_last_rescan": replies[-1]["files_processed"],
+    }
+
+
+def measure_queries(queries: dict, db_path: Path, floor_db: Path, repeat: int) -> dict:
+    conn = sqlite3.connect(f"file:{floor_db}?mode=ro", uri=True)
+    out = {}
+    for name, spec in queries.items():
+        floor.top10(conn, spec["floor"])
+        search(db_path, spec["query"], 10)  # warm both before timing
+        floor_samples = timed(lambda: floor.top10(conn, spec["floor"]), repeat)
+        search_samples = timed(lambda: search(db_path, spec["query"], 10), repeat)
+        reply = search(db_path, spec["query"], 10)
+        floor_p, search_p = percentiles(floor_samples), percentiles(search_samples)
+        out[name] = {
+            **spec, "files_matched": reply["files_matched"], "results": len(reply["results"]),
+            "floor_ms": floor_p, "search_ms": search_p, "p50_ratio": round(search_p["p50"] / max(floor_p["p50"], 1e-3), 3),
+        }
+    conn.close()
+    return out
+
+
+def measure_rg(corpus: Path, queries: dict) -> dict:
+    rg = shutil.which("rg")
+    if rg is None:
+        return {}
+    out = {}
+    for name, spec in queries.items():
+        cmd = [rg, "-l", "-i", "-g", "*.md", "-g", "*.txt", "-g", "*.rst", *rg_pattern(name, spec), str(corpus)]
+        start = time.perf_counter()
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out[name] = round((time.perf_counter() - start) * 1000, 1)
+    return out
+
+
+def measure_cli(corpus: Path, index_dir: Path, work: Path, queries: dict, repeat: int) -> dict:
+    out = {}
+    for name in ("common", "rare"):
+        cmd = [sys.executable, MAIN, "search", queries[name]["query"], *daemon_args(corpus, index_dir), "--limit", "10"]
+        samples = [run_child(cmd, work)[0] for _ in range(repeat)]
+        out[name] = round(statistics.median(samples) * 1000, 1)
+    return out
+
+
+async def measure_mcp(corpus: Path, index_dir: Path, work: Path, queries: dict, repeat: int, changes: int) -> dict:
+    """Over a real stdio MCP connection: search latency, and write-to-searchable time for one file."""
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable, args=[MAIN, "serve", *daemon_args(corpus, index_dir), "--scan-interval", "0"], cwd=str(work)
+    )
+    async with Client(params) as client:
+        while True:  # the server's first scan (nothing changed) must finish before timing
+            status = (await client.call_tool("get_index_status", {})).structured_content
+            if status["state"] == "idle" and status["last_scan"]:
+                break
+            await asyncio.sleep(0.05)
+        latency = {}
+        for name, spec in queries.items():
+            await client.call_tool("search", {"query": spec["query"], "limit": 10})
+            samples = []
+            for _ in range(repeat):
+                start = time.perf_counter()
+                result = await client.call_tool("search", {"query": spec["query"], "limit": 10})
+                samples.append(time.perf_counter() - start)
+                if result.is_error:
+                    raise RuntimeError(f"search {spec['query']!r} failed over MCP: {result.content[0].text}")
+            latency[name] = percentiles(samples)
+        changed = await _change_one_file(client, corpus, changes)
+    return {"search_ms": latency, "changed_file": changed}
+
+
+async def _change_one_file(client, corpus: Path, changes: int) -> dict:
+    rel = sorted(rel for rel, _ in floor.walk(str(corpus)) if rel.endswith(".md"))[0]
+    path = corpus / rel
+    original = path.read_bytes()
+    samples = []
+    try:
+        for n in range(changes):
+            marker = f"benchmarkmarker{os.getpid()}x{n}"
+            start = time.perf_counter()
+            path.write_bytes(original + f"\n\n{marker}\n".encode())
+            refreshed = await client.call_tool("refresh_index", {"filepath": rel})
+            found = await client.call_tool("search", {"query": marker, "limit": 10})
+            samples.append(time.perf_counter() - start)
+            hits = (found.structured_content or {}).get("results", [])
+            if refreshed.is_error or not any(hit["path"] == rel for hit in hits):
+                raise RuntimeError(f"{rel} was not searchable after refresh_index")
+    finally:
+        path.write_bytes(original)
+        await client.call_tool("refresh_index", {"filepath": rel})
+    return {"file": rel, "file_bytes": len(original), "median_ms": round(statistics.median(samples) * 1000, 1),
+            "max_ms": round(max(samples) * 1000, 1), "n": len(samples)}
+
+
+def corpus_size(corpus: Path) -> tuple[int, int]:
+    files = total = 0
+    for rel, entry in floor.walk(str(corpus)):
+        if rel.lower().endswith(floor.INCLUDED):
+            files += 1
+            total += entry.stat().st_size
+    return files, total
+
+
+def warm_cache(corpus: Path) -> None:
+    for _, entry in floor.walk(str(corpus)):
+        with open(entry.path, "rb") as handle:
+            while handle.read(1 << 20):
+                pass
+
+
+def run(corpus: Path, work: Path, repeat: int, quick: bool = False) -> dict:
+    corpus = corpus.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    index_dir, floor_db = work / "index", work / "floor.sqlite3"
+    config = ServerConfig(source_directory=corpus, index_output_directory=index_dir.resolve())
+    report: dict = {"machine": {"nproc": os.cpu_count(), "load_start": load(), "python": sys.version.split()[0],
+                                "sqlite": sqlite3.sqlite_version}}
+    files, total = corpus_size(corpus)
+    report["corpus"] = {"path": str(corpus), "text_files": files, "bytes": total}
+    warm_cache(corpus)
+    report["index"] = measure_index(corpus, work, index_dir, floor_db)
+    report["index"]["files_per_s"] = round(files / report["index"]["daemon_s"])
+    report["index"]["mb_per_s"] = round(total / 1e6 / report["index"]["daemon_s"], 1)
+    report["rescan"] = measure_rescan(corpus, config, 3)
+    db_bytes = sum(p.stat().st_size for p in index_dir.iterdir() if p.is_file())
+    report["size"] = {"corpus_bytes": total, "index_bytes": db_bytes, "ratio": round(db_bytes / total, 3),
+                      "floor_bytes": floor_db.stat().st_size, "floor_ratio": round(floor_db.stat().st_size / total, 3)}
+    queries = choose_queries(corpus)
+    report["queries"] = measure_queries(queries, config.db_path, floor_db, repeat)
+    report["cli_search_ms"] = measure_cli(corpus, index_dir, work, queries, 2 if quick else 5)
+    mcp = asyncio.run(measure_mcp(corpus, index_dir, work, queries, max(2, repeat // 3), 2 if quick else 5))
+    for name, p in mcp["search_ms"].items():
+        report["queries"][name]["mcp_ms"] = p
+    report["changed_file"] = mcp["changed_file"]
+    for name, ms in measure_rg(corpus, queries).items():
+        report["queries"][name]["rg_ms"] = ms
+    report["machine"]["load_end"] = load()
+    return report
+
+
+def print_table(r: dict) -> None:
+    i, s, z = r["index"], r["rescan"], r["size"]
+    print(f"corpus {r['corpus']['path']}: {r['corpus']['text_files']} text files, {r['corpus']['bytes'] / 1e6:.1f} MB;"
+          f" {r['machine']['nproc']} cores, load {r['machine']['load_start']} -> {r['machine']['load_end']}")
+    print(f"{'measure':<28}{'floor':>12}{'daemon':>12}{'ratio':>8}")
+    print(f"{'full index (s)':<28}{i['floor_s']:>12.2f}{i['daemon_s']:>12.2f}{i['ratio']:>8.2f}"
+          f"   {i['files_per_s']} files/s, {i['mb_per_s']} MB/s")
+    print(f"{'no-change rescan (s)':<28}{s['floor_s']:>12.3f}{s['daemon_s']:>12.3f}{s['ratio']:>8.2f}")
+    print(f"{'index size / corpus':<28}{z['floor_ratio']:>12.2f}{z['ratio']:>12.2f}")
+    print(f"{'peak RSS indexing (MB)':<28}{i['floor_peak_rss_mb']:>12.0f}{i['daemon_peak_rss_mb']:>12.0f}")
+    c = r["changed_file"]
+    print(f"changed file searchable via refresh_index: median {c['median_ms']} ms, max {c['max_ms']} ms")
+    print(f"main.py search, cold process: {r['cli_search_ms']} ms")
+    print(f"{'query (ms)':<12}{'matched':>8}{'floor p50':>10}{'p50':>8}{'p95':>8}{'p99':>8}{'ratio':>7}{'mcp p50':>9}{'mcp p99':>9}{'rg -l':>8}")
+    for name, q in r["queries"].items():
+        print(f"{name:<12}{q['files_matched']:>8}{q['floor_ms']['p50']:>10.1f}{q['search_ms']['p50']:>8.1f}"
+              f"{q['search_ms']['p95']:>8.1f}{q['search_ms']['p99']:>8.1f}{q['p50_ratio']:>7.2f}"
+              f"{q['mcp_ms']['p50']:>9.1f}{q['mcp_ms']['p99']:>9.1f}{q.get('rg_ms', float('nan')):>8.0f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, required=True)
+    parser.add_argument("--json", type=Path, help="write the measurements here")
+    parser.add_argument("--work", type=Path, help="where the indexes go (default: /tmp/bench-speed/work-<corpus name>)")
+    parser.add_argument("--repeat", type=int, default=30, help="timed runs per query")
+    args = parser.parse_args()
+    logging.basicConfig(stream=sys.stderr, level=logging.ERROR)
+    work = args.work or Path("/tmp/bench-speed") / f"work-{args.corpus.resolve().name}"
+    report = run(args.corpus, work, args.repeat)
+    print_table(report)
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

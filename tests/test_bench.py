@@ -1,0 +1,48 @@
+"""The benchmark harness runs end to end on a tiny corpus and reports every measurement.
+
+No timing is asserted: a benchmark is not a test.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_harness_reports_every_measurement(tmp_path: Path) -> None:
+    make_corpus, run = _load("make_corpus"), _load("run")
+    corpus = tmp_path / "corpus"
+    make_corpus.write_corpus(corpus, 60, seed=3)
+    again = tmp_path / "again"
+    make_corpus.write_corpus(again, 60, seed=3)
+    assert (corpus / make_corpus.relative_path(7)).read_bytes() == (again / make_corpus.relative_path(7)).read_bytes()
+
+    report = run.run(corpus, tmp_path / "work", repeat=2, quick=True)
+
+    assert report["corpus"]["text_files"] == 60
+    for key in ("floor_s", "daemon_s", "ratio", "files_per_s", "mb_per_s", "floor_peak_rss_mb", "daemon_peak_rss_mb"):
+        assert report["index"][key] > 0, key
+    for key in ("floor_s", "daemon_s", "ratio"):
+        assert report["rescan"][key] > 0, key
+    assert report["rescan"]["files_read_in_last_rescan"] == 0
+    assert report["size"]["index_bytes"] > 0 and report["size"]["ratio"] > 0
+    assert report["changed_file"]["n"] == 2 and report["changed_file"]["median_ms"] > 0
+    assert set(report["cli_search_ms"]) == {"common", "rare"}
+    assert set(report["queries"]) == set(run.QUERY_CLASSES)
+    for name, query in report["queries"].items():
+        assert query["results"] > 0, name
+        for column in ("floor_ms", "search_ms", "mcp_ms"):
+            assert set(query[column]) >= {"p50", "p95", "p99"}, (name, column)
+    assert (corpus / report["changed_file"]["file"]).read_bytes() == (again / report["changed_file"]["file"]).read_bytes()
+    run.print_table(report)
