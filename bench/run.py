@@ -135,7 +135,7 @@ def choose_queries(corpus: Path) -> dict[str, dict[str, str]]:
         "two_terms": {"query": f"{mid} {mid2}", "floor": f'"{mid}" AND "{mid2}"'},
         "question": {
             "query": f"how do I use {mid2} with the {common} and {rare}?",
-            "floor": f'"{mid2}" OR "{common}" OR "{rare}"',
+            "floor": f'"use" OR "{mid2}" OR "{common}" OR "{rare}"',  # the words the daemon searches
         },
     }
 

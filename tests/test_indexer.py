@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer import MIN_SECTION_CHARS, RACY_WINDOW_NS, TextIndexer, read_status, split_sections
+from indexer import MAX_SECTION_CHARS, MIN_SECTION_CHARS, RACY_WINDOW_NS, TextIndexer, read_status, split_sections
 from models import ServerConfig
 from search import search
 from tests.conftest import write
@@ -156,13 +156,13 @@ def test_short_heading_blocks_share_a_section() -> None:
 
 
 def test_large_files_are_split_into_bounded_sections_with_line_ranges() -> None:
-    paragraphs = [f"paragraph {i} " + "word " * 100 for i in range(200)]
+    paragraphs = [f"paragraph {i} " + "word " * 100 for i in range(400)]
     text = "\n\n".join(paragraphs)
     _, sections = split_sections(text, "big.txt")
-    assert len(sections) > 10
-    assert all(len(s.body) <= 8000 for s in sections)
+    assert len(sections) >= len(text) // MAX_SECTION_CHARS > 10
+    assert all(len(s.body) <= MAX_SECTION_CHARS for s in sections)
     lines = text.split("\n")
     for s in sections:
         assert "\n".join(lines[s.start_line - 1:s.end_line]) == s.body
-    one_line = "x" * 50_000
-    assert [len(s.body) for s in split_sections(one_line, "long.txt")[1]] == [8000] * 6 + [2000]
+    one_line = "x" * (3 * MAX_SECTION_CHARS + 2000)
+    assert [len(s.body) for s in split_sections(one_line, "long.txt")[1]] == [MAX_SECTION_CHARS] * 3 + [2000]
