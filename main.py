@@ -149,7 +149,7 @@ def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
         print(json.dumps(reply, ensure_ascii=False, indent=2))
         return 0
     for hit in reply["results"]:
-        print(f"{hit['path']}:{hit['line_start']}-{hit['line_end']}  [{hit['score']:.3f}]  {hit['title']}")
+        print(f"{hit['path']}:{hit['line_start']}-{hit['line_end']}  [{hit['score']:.4g}]  {hit['title']}")
         print(f"    {hit['snippet']}")
     print(f"{len(reply['results'])} of {reply['files_matched']} matching files", file=sys.stderr)
     return 0
