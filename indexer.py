@@ -34,8 +34,8 @@ logger = logging.getLogger(__name__)
 RACY_WINDOW_NS = 2_000_000_000
 BATCH_FILES = 500
 BATCH_BYTES = 32 << 20
-READ_AHEAD = 64
-READ_AHEAD_BYTES = 16 << 20
+READ_AHEAD = BATCH_FILES  # a whole batch, so reading continues while the writer commits one
+READ_AHEAD_BYTES = BATCH_BYTES
 #: Sections aim for TARGET_SECTION_CHARS, cut at a blank line, and never exceed MAX_SECTION_CHARS;
 #: a heading starts a new one once the current one has MIN_SECTION_CHARS.
 TARGET_SECTION_CHARS = 8000
