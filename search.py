@@ -36,12 +36,13 @@ MAX_AND_TERMS = 3
 #: bm25 column weights for (title, heading, body).
 COLUMN_WEIGHTS = (3.0, 2.0, 1.0)
 #: Pseudo-relevance feedback for questions: up to FEEDBACK_WORDS words found in at least
-#: FEEDBACK_MIN_FILES of the FEEDBACK_FILES best files are added; each of the question's own words
-#: is OR-ed QUESTION_WEIGHT times, which in bm25's sum counts it that many times.
+#: FEEDBACK_MIN_FILES of the FEEDBACK_FILES best files are added; the question's own score counts
+#: QUESTION_WEIGHT times, as if each of its words were OR-ed that many times.
 FEEDBACK_FILES = 10
 FEEDBACK_WORDS = 10
 FEEDBACK_MIN_FILES = 3
-#: Feedback runs a second query over every matching file: skipped when the question matches more.
+#: Feedback keeps every section matching the question in a temp table and reads the feedback
+#: words' doclists: skipped when the question matches more files than this.
 FEEDBACK_MAX_FILES = 10_000
 FEEDBACK_MIN_CHARS = 3
 QUESTION_WEIGHT = 2
