@@ -98,17 +98,18 @@ class IndexWriter:
         self.db_path = db_path
         self.lock = threading.RLock()
         self.recovered_from: str | None = None
-        self.conn = self._open()
-        self.inode = os.stat(db_path).st_ino
+        self.conn, self.inode = self._open()
 
-    def _open(self) -> sqlite3.Connection:
+    def _open(self) -> tuple[sqlite3.Connection, int]:
+        """A connection to a usable index at db_path (a damaged one is moved aside first) and the
+        inode it opened, so a later deletion or replacement of the file can be noticed."""
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         problem = _header_problem(self.db_path)
         if problem is None:
             try:
                 conn = connect(self.db_path)
                 _prepare_schema(conn)
-                return conn
+                return conn, os.stat(self.db_path).st_ino
             except sqlite3.DatabaseError as exc:
                 if not is_corruption(exc) and "schema" not in str(exc):
                     raise
@@ -117,7 +118,7 @@ class IndexWriter:
         self.recovered_from = self.move_aside(problem)
         conn = connect(self.db_path)
         _prepare_schema(conn)
-        return conn
+        return conn, os.stat(self.db_path).st_ino
 
     def move_aside(self, problem: str) -> str:
         """Rename a damaged database (and its WAL) out of the way; return the new name."""
@@ -139,9 +140,7 @@ class IndexWriter:
             except sqlite3.Error:
                 pass
             self.recovered_from = self.move_aside(problem)
-            self.conn = connect(self.db_path)
-            _prepare_schema(self.conn)
-            self.inode = os.stat(self.db_path).st_ino
+            self.conn, self.inode = self._open()
 
     def file_replaced(self) -> bool:
         """True if the database file was deleted or replaced since this writer opened it."""
@@ -154,8 +153,7 @@ class IndexWriter:
         """Open whatever is at the database path now: a new empty index if the file was deleted."""
         with self.lock:
             self.conn.close()
-            self.conn = self._open()
-            self.inode = os.stat(self.db_path).st_ino
+            self.conn, self.inode = self._open()
 
     def close(self) -> None:
         with self.lock:
