@@ -36,6 +36,13 @@ def assert_every_file_found(server: RelStdioServer, corpus: RelCorpus) -> None:
         assert [hit["path"] for hit in result["structuredContent"]["results"]] == [rel]
 
 
+def assert_recovered(server: RelStdioServer, corpus: RelCorpus, db: Path) -> None:
+    """The index is whole again: every file found, the server exits cleanly, SQLite's check passes."""
+    assert_every_file_found(server, corpus)
+    assert server.close() == 0
+    assert rel_integrity(db) == "ok"
+
+
 def truncate_half(db: Path) -> None:
     os.truncate(db, db.stat().st_size // 2)
 
@@ -97,9 +104,7 @@ def test_garbage_wal_file_does_not_stop_the_server(indexed) -> None:
     with RelStdioServer("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0") as server:
         status = server.wait_for_scan()
         assert status["indexed_files"] == len(corpus.versions), status
-        assert_every_file_found(server, corpus)
-        assert server.close() == 0
-    assert rel_integrity(db) == "ok"
+        assert_recovered(server, corpus, db)
 
 
 def test_random_bytes_over_the_database_while_running_do_not_stop_the_server(indexed) -> None:
@@ -115,9 +120,7 @@ def test_random_bytes_over_the_database_while_running_do_not_stop_the_server(ind
         assert not refreshed["isError"], refreshed
         status = server.status()
         assert status["indexed_files"] == len(corpus.versions), status
-        assert_every_file_found(server, corpus)
-        assert server.close() == 0
-    assert rel_integrity(db) == "ok"
+        assert_recovered(server, corpus, db)
 
 
 @pytest.fixture
@@ -172,9 +175,7 @@ def test_full_disk_fails_the_scan_cleanly_and_recovers_when_space_returns(tmp_pa
         refreshed = server.call("refresh_index")
         assert not refreshed["isError"] and refreshed["structuredContent"]["success"], refreshed
         assert server.status()["indexed_files"] == len(corpus.versions)
-        assert_every_file_found(server, corpus)
-        assert server.close() == 0
-    assert rel_integrity(db) == "ok"
+        assert_recovered(server, corpus, db)
 
 
 def test_index_files_deleted_while_running_are_recreated(indexed) -> None:
@@ -190,9 +191,7 @@ def test_index_files_deleted_while_running_are_recreated(indexed) -> None:
         refreshed = server.call("refresh_index")
         assert not refreshed["isError"] and refreshed["structuredContent"]["success"], refreshed
         assert server.status()["indexed_files"] == len(corpus.versions)
-        assert_every_file_found(server, corpus)
-        assert server.close() == 0
-    assert rel_integrity(db) == "ok"
+        assert_recovered(server, corpus, db)
 
 
 def test_a_stale_wal_without_its_database_is_not_replayed_into_a_new_index(indexed) -> None:
@@ -212,6 +211,4 @@ def test_a_stale_wal_without_its_database_is_not_replayed_into_a_new_index(index
     with RelStdioServer("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0") as server:
         status = server.wait_for_scan()
         assert status["indexed_files"] == len(corpus.versions), status
-        assert_every_file_found(server, corpus)
-        assert server.close() == 0
-    assert rel_integrity(db) == "ok"
+        assert_recovered(server, corpus, db)
