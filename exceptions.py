@@ -54,3 +54,7 @@ class FileSkipped(DocSearchError):
         self.reason = reason
         self.detail = detail
         super().__init__(f"{path}: skipped ({reason}{': ' + detail if detail else ''})")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
+        # Loader processes send these back to the writer; pickle the fields, not the message.
+        return (FileSkipped, (self.path, self.reason, self.detail))

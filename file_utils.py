@@ -269,15 +269,7 @@ def read_regular_file(root: Path, rel: str, max_bytes: int) -> RawFile:
             raise FileSkipped(rel, "not_regular_file")
         if st.st_size > max_bytes:
             raise FileSkipped(rel, "too_large", f"{st.st_size} bytes")
-        chunks = []
-        remaining = max_bytes + 1
-        while remaining > 0:
-            chunk = os.read(fd, min(remaining, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        data = b"".join(chunks)
+        data = _read_to_end(fd, st.st_size, max_bytes)
     except OSError as exc:
         raise FileSkipped(rel, "unreadable", exc.strerror or str(exc)) from None
     finally:
@@ -292,6 +284,23 @@ def read_regular_file(root: Path, rel: str, max_bytes: int) -> RawFile:
         read_at_ns=read_at_ns,
         content_hash=content_hash(data),
     )
+
+
+def _read_to_end(fd: int, expected: int, max_bytes: int) -> bytes:
+    """Read until end of file or just past ``max_bytes``. The first read asks for the expected size
+    plus one byte, so an unchanged file is read in one call into a buffer of the right size (a
+    fixed large buffer costs an allocation of that size for every small file)."""
+    chunks = []
+    remaining = max_bytes + 1
+    want = expected + 1
+    while remaining > 0:
+        chunk = os.read(fd, min(remaining, want))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+        want = 1 << 16
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _opened_inside(fd: int, path: str, root: Path) -> bool:

@@ -10,32 +10,63 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import pickle
+import queue
 import re
+import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import database
 from database import IndexWriter
 from exceptions import FileSkipped, IndexUnavailableError
-from file_utils import FileFilter, check_single_file, decode_text, read_regular_file, resolve_user_path, walk_source
-from models import DiskFile, LoadedFile, RefreshReply, ScanProgress, Section, ServerConfig, StatusReply, StoredFile
+from file_utils import (
+    FileFilter,
+    check_single_file,
+    decode_text,
+    read_regular_file,
+    resolve_user_path,
+    walk_source,
+)
+from models import (
+    DiskFile,
+    LoadedFile,
+    RefreshReply,
+    ScanProgress,
+    Section,
+    ServerConfig,
+    StatusReply,
+    StoredFile,
+)
 
 logger = logging.getLogger(__name__)
 
 #: A file whose mtime is this close to the moment it was read may have been modified again within
 #: the file system's timestamp granularity; its content hash is re-checked on the next scan.
 RACY_WINDOW_NS = 2_000_000_000
-BATCH_FILES = 500
-BATCH_BYTES = 32 << 20
-READ_AHEAD = BATCH_FILES  # a whole batch, so reading continues while the writer commits one
-READ_AHEAD_BYTES = BATCH_BYTES
+#: A transaction holds at most this many files or bytes of text. Large batches make the first index
+#: fast: FTS5 builds a batch's terms in memory (up to database.FTS_HASH_BYTES) and writes them as
+#: one segment at commit, so fewer commits mean fewer, larger segments and less merging.
+BATCH_FILES = 10_000
+BATCH_BYTES = 64 << 20
+#: Loading (read, hash, decode, split, compress) is Python code; on a single thread it would share
+#: one core with the writer. A scan with this many files to read loads them in LOADER_PROCESSES
+#: processes, a chunk of CHUNK_FILES files or CHUNK_BYTES at a time, while the writer inserts.
+PROCESS_LOADING_MIN_FILES = 200
+LOADER_PROCESSES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+CHUNK_FILES = 64
+CHUNK_BYTES = 1 << 20
+#: Loading runs at most this far ahead of the writer, so it goes on during a commit.
+READ_AHEAD_BYTES = 32 << 20
 #: Sections aim for TARGET_SECTION_CHARS, cut at a blank line, and never exceed MAX_SECTION_CHARS;
 #: a heading starts a new one once the current one has MIN_SECTION_CHARS.
 TARGET_SECTION_CHARS = 8000
@@ -208,6 +239,152 @@ def load_file(root: Path, rel: str, max_bytes: int) -> LoadedFile:
     )
 
 
+def load_or_skip(root: Path, rel: str, max_bytes: int) -> LoadedFile | FileSkipped:
+    try:
+        return load_file(root, rel, max_bytes)
+    except FileSkipped as skipped:
+        return skipped
+
+
+def load_chunk(root: Path, paths: list[str], max_bytes: int) -> list[LoadedFile | FileSkipped]:
+    """What a loader process runs: a chunk of files at a time, to keep the cost per task small."""
+    return [load_or_skip(root, rel, max_bytes) for rel in paths]
+
+
+def run_loader() -> None:
+    """A loader process's main: read (root, chunks, max_bytes) from stdin, then write each chunk's
+    results to stdout, pickled, in order. A full pipe pauses it; a closed one (the writer's process
+    is gone) ends it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the writer's process to handle
+    root, chunks, max_bytes = pickle.load(sys.stdin.buffer)
+    out = sys.stdout.buffer
+    try:
+        for paths in chunks:
+            pickle.dump(load_chunk(Path(root), paths, max_bytes), out, pickle.HIGHEST_PROTOCOL)
+            out.flush()
+    except BrokenPipeError:
+        os._exit(0)
+
+
+def _chunks(files: list[DiskFile]) -> list[tuple[list[str], int]]:
+    """(paths, bytes) of consecutive files: at most CHUNK_FILES files, and CHUNK_BYTES unless one file
+    is larger on its own."""
+    chunks: list[tuple[list[str], int]] = []
+    paths: list[str] = []
+    size = 0
+    for disk in files:
+        if paths and (len(paths) >= CHUNK_FILES or size + disk.size > CHUNK_BYTES):
+            chunks.append((paths, size))
+            paths, size = [], 0
+        paths.append(disk.path)
+        size += disk.size
+    if paths:
+        chunks.append((paths, size))
+    return chunks
+
+
+class _ReadAhead:
+    """How far loader processes may run ahead of the writer: READ_AHEAD_BYTES of files, except that
+    the chunk the writer needs next is always let through (so nobody waits on a later chunk)."""
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition()
+        self.used = 0
+        self.next_chunk = 0
+        self.stopping = False
+
+    def take(self, chunk: int, size: int) -> bool:
+        """Wait until chunk ``chunk`` may be held in memory; False if loading is being stopped."""
+        with self.changed:
+            while not self.stopping and chunk != self.next_chunk and self.used + size > READ_AHEAD_BYTES:
+                self.changed.wait()
+            self.used += size
+            return not self.stopping
+
+    def consumed(self, size: int) -> None:
+        with self.changed:
+            self.used -= size
+            self.next_chunk += 1
+            self.changed.notify_all()
+
+    def stop(self) -> None:
+        with self.changed:
+            self.stopping = True
+            self.changed.notify_all()
+
+
+class _LoaderProcess:
+    """One loader process and the thread that feeds it its chunks and queues what it sends back."""
+
+    def __init__(self, root: Path, chunks: list[tuple[int, list[str], int]], max_bytes: int, read_ahead: _ReadAhead) -> None:
+        code = f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); import indexer; indexer.run_loader()"
+        self.process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.results: queue.SimpleQueue[list[LoadedFile | FileSkipped] | None] = queue.SimpleQueue()
+        self.thread = threading.Thread(
+            target=self._exchange, args=(root, chunks, max_bytes, read_ahead), name="loader-pipe", daemon=True
+        )
+        self.thread.start()
+
+    def _exchange(self, root: Path, chunks: list[tuple[int, list[str], int]], max_bytes: int, read_ahead: _ReadAhead) -> None:
+        stdin, stdout = self.process.stdin, self.process.stdout
+        assert stdin is not None and stdout is not None
+        try:
+            with stdin:
+                pickle.dump((str(root), [paths for _, paths, _ in chunks], max_bytes), stdin, pickle.HIGHEST_PROTOCOL)
+            for number, _, size in chunks:
+                if not read_ahead.take(number, size):
+                    return
+                self.results.put(pickle.load(stdout))
+        except (OSError, EOFError, pickle.UnpicklingError) as exc:
+            if not read_ahead.stopping:
+                logger.warning("a loader process stopped (%s); loading the rest in the writer's process", exc or "died")
+            self.results.put(None)
+
+    def next_result(self) -> list[LoadedFile | FileSkipped] | None:
+        """The next chunk's files, or None if the process died."""
+        return self.results.get()
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait()
+        self.thread.join()
+        if self.process.stdout:
+            self.process.stdout.close()
+
+
+def _load_in_processes(root: Path, files: list[DiskFile], max_bytes: int) -> Iterator[LoadedFile | FileSkipped]:
+    """Load files in LOADER_PROCESSES processes, yielding results in the order of ``files``. Chunk k
+    goes to process k mod N, so order needs no sorting. If a process cannot start or dies (killed
+    for memory, say), the remaining files are loaded here."""
+    chunks = _chunks(files)
+    read_ahead = _ReadAhead()
+    loaders: list[_LoaderProcess] = []
+
+    def stop_loaders() -> None:
+        read_ahead.stop()
+        while loaders:
+            loaders.pop().stop()
+
+    count = min(LOADER_PROCESSES, len(chunks))
+    try:
+        for k in range(count):
+            share = [(number, paths, size) for number, (paths, size) in enumerate(chunks) if number % count == k]
+            loaders.append(_LoaderProcess(root, share, max_bytes, read_ahead))
+    except OSError as exc:
+        logger.warning("cannot start loader processes (%s); loading files in the writer's process", exc)
+        stop_loaders()
+    try:
+        for number, (paths, size) in enumerate(chunks):
+            result = loaders[number % count].next_result() if loaders else None
+            if result is None:
+                stop_loaders()
+                result = load_chunk(root, paths, max_bytes)
+            yield from result
+            read_ahead.consumed(size)
+    finally:
+        stop_loaders()
+
+
 # ---- change detection ------------------------------------------------------------------------
 
 
@@ -350,7 +527,7 @@ class TextIndexer:
             self.writer.replace_skipped(
                 (path, reason, detail) for path, reason, detail in skipped if reason not in QUIET_REASONS
             )
-            self.writer.set_meta("last_scan", datetime.now(timezone.utc).isoformat(timespec="seconds"))
+            self.writer.set_meta("last_scan", datetime.now(UTC).isoformat(timespec="seconds"))
             self.writer.set_meta("skipped_counts", json.dumps(dict(Counter(reason for _, reason, _ in skipped))))
         progress.skipped = dict(Counter(reason for _, reason, _ in skipped))
         changed = outcome.written or removed or outcome.skipped
@@ -376,67 +553,55 @@ class TextIndexer:
 
     def _index_files(self, files: list[DiskFile], on_progress: Callable[[ScanProgress], None] | None) -> _Outcome:
         outcome = _Outcome()
-        batch: list[LoadedFile | FileSkipped] = []
-        batch_bytes = 0
-        for result in self._load_ahead(files):
-            batch.append(result)
-            batch_bytes += result.size if isinstance(result, LoadedFile) else 0
-            if len(batch) >= BATCH_FILES or batch_bytes >= BATCH_BYTES:
-                self._write_batch(batch, outcome)
-                batch, batch_bytes = [], 0
-                if on_progress:
-                    on_progress(self.progress)
-        if batch:
-            self._write_batch(batch, outcome)
+        loaded = self._load_ahead(files)
+        for first in loaded:
+            self._write_batch(first, loaded, outcome)
             if on_progress:
                 on_progress(self.progress)
         return outcome
 
     def _load_ahead(self, files: list[DiskFile]) -> Iterator[LoadedFile | FileSkipped]:
-        """Load files on a worker thread, in order, at most READ_AHEAD files or READ_AHEAD_BYTES
-        ahead of the writer (a bound by bytes too, so a run of large files cannot fill memory)."""
+        """Load files in order: inline for a few, else in loader processes (see LOADER_PROCESSES)."""
         root, max_bytes = self.config.source_directory, self.config.max_file_size_bytes
+        if len(files) < PROCESS_LOADING_MIN_FILES or LOADER_PROCESSES < 2:
+            return (load_or_skip(root, disk.path, max_bytes) for disk in files)
+        return _load_in_processes(root, files, max_bytes)
 
-        def load(disk: DiskFile) -> LoadedFile | FileSkipped:
-            try:
-                return load_file(root, disk.path, max_bytes)
-            except FileSkipped as skipped:
-                return skipped
-
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="reader") as pool:
-            pending: deque[tuple[Future[LoadedFile | FileSkipped], int]] = deque()
-            pending_bytes = 0
-            for disk in files:
-                pending.append((pool.submit(load, disk), disk.size))
-                pending_bytes += disk.size
-                while len(pending) >= READ_AHEAD or pending_bytes > READ_AHEAD_BYTES:
-                    future, size = pending.popleft()
-                    pending_bytes -= size
-                    yield future.result()
-            while pending:
-                yield pending.popleft()[0].result()
-
-    def _write_batch(self, batch: list[LoadedFile | FileSkipped], outcome: _Outcome) -> None:
+    def _write_batch(
+        self, first: LoadedFile | FileSkipped, rest: Iterator[LoadedFile | FileSkipped], outcome: _Outcome
+    ) -> None:
+        """Write ``first`` and then files from ``rest`` in one transaction, up to BATCH_FILES files or
+        BATCH_BYTES of text. Files are written as they arrive, so a batch is never all in memory."""
+        skipped: list[FileSkipped] = []
+        count = size = 0
+        item: LoadedFile | FileSkipped | None = first
         with self.writer.transaction():
-            for item in batch:
-                current = self.writer.stored_file(item.path)
+            while item is not None:
                 if isinstance(item, FileSkipped):
-                    if current is not None:
-                        self.writer.remove_file(current.file_id)
-                    if item.reason != "vanished":
-                        outcome.skipped.append((item.path, item.reason, item.detail))
-                        self.writer.set_skipped(item.path, item.reason, item.detail)
-                elif current is not None and current.content_hash == item.content_hash and current.size == item.size:
-                    self.writer.mark_verified(current.file_id, item.read_at_ns, item.mtime_ns, item.inode)
-                    outcome.verified += 1
-                else:
-                    self.writer.upsert_file(item, current.file_id if current else None)
-                    self.writer.clear_skipped(item.path)
-                    outcome.written += 1
-        for item in batch:
-            if isinstance(item, FileSkipped):
-                self._log_skip(item.path, item.reason, item.detail)
-        self.progress.files_done += len(batch)
+                    skipped.append(item)
+                self._write_one(item, outcome)
+                count += 1
+                size += item.size if isinstance(item, LoadedFile) else 0
+                item = next(rest, None) if count < BATCH_FILES and size < BATCH_BYTES else None
+        for missing in skipped:
+            self._log_skip(missing.path, missing.reason, missing.detail)
+        self.progress.files_done += count
+
+    def _write_one(self, item: LoadedFile | FileSkipped, outcome: _Outcome) -> None:
+        current = self.writer.stored_file(item.path)
+        if isinstance(item, FileSkipped):
+            if current is not None:
+                self.writer.remove_file(current.file_id)
+            if item.reason != "vanished":
+                outcome.skipped.append((item.path, item.reason, item.detail))
+                self.writer.set_skipped(item.path, item.reason, item.detail)
+        elif current is not None and current.content_hash == item.content_hash and current.size == item.size:
+            self.writer.mark_verified(current.file_id, item.read_at_ns, item.mtime_ns, item.inode)
+            outcome.verified += 1
+        else:
+            self.writer.upsert_file(item, current.file_id if current else None)
+            self.writer.clear_skipped(item.path)
+            outcome.written += 1
 
     def refresh_file(self, user_path: str) -> RefreshReply:
         """Index one file now (or remove it if it is gone). Raises UnsafePathError for unsafe paths."""

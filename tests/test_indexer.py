@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from indexer import MAX_SECTION_CHARS, MIN_SECTION_CHARS, RACY_WINDOW_NS, TextIndexer, read_status, split_sections
+from indexer import (
+    MAX_SECTION_CHARS,
+    MIN_SECTION_CHARS,
+    PROCESS_LOADING_MIN_FILES,
+    RACY_WINDOW_NS,
+    TextIndexer,
+    read_status,
+    split_sections,
+)
 from models import ServerConfig
 from search import search
 from tests.conftest import write
@@ -166,3 +176,39 @@ def test_large_files_are_split_into_bounded_sections_with_line_ranges() -> None:
         assert "\n".join(lines[s.start_line - 1:s.end_line]) == s.body
     one_line = "x" * (3 * MAX_SECTION_CHARS + 2000)
     assert [len(s.body) for s in split_sections(one_line, "long.txt")[1]] == [MAX_SECTION_CHARS] * 3 + [2000]
+
+
+def _loader_pids() -> set[int]:
+    """This process's children that are loader processes."""
+    pids: set[int] = set()
+    for task in Path("/proc/self/task").iterdir():
+        for pid in (task / "children").read_text().split():
+            try:
+                if b"run_loader" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    pids.add(int(pid))
+            except FileNotFoundError:
+                pass
+    return pids
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc to find the loader processes")
+def test_scan_finishes_when_its_loader_processes_are_killed(
+    indexer: TextIndexer, config: ServerConfig, source: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    count = 40 * PROCESS_LOADING_MIN_FILES
+    for i in range(count):
+        write(source, f"d{i % 50}/f{i}.md", f"# Note {i}\n\nword{i} {FILL}\n")
+    before = _loader_pids()
+    with ThreadPoolExecutor(1) as pool:
+        scan = pool.submit(indexer.scan)
+        loaders: set[int] = set()
+        while not loaders and not scan.done():
+            loaders = _loader_pids() - before
+        for pid in loaders:
+            os.kill(pid, signal.SIGKILL)
+        reply = scan.result()
+    assert loaders, "the scan should have started loader processes"
+    assert reply["success"] and reply["files_processed"] == count
+    assert "loading the rest in the writer's process" in caplog.text
+    assert found(config, f"word{count - 1}") == [f"d{(count - 1) % 50}/f{count - 1}.md"]
+    assert read_status(config, indexer)["indexed_files"] == count

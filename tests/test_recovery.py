@@ -23,10 +23,16 @@ def damage(db: Path, how: str) -> None:
         db.write_bytes(b"this is a text file, not a database" * 100)
     elif how == "truncated":
         db.write_bytes(db.read_bytes()[:100])
-    elif how == "garbage middle":
+    elif how == "garbage in data pages":
+        # Past every table's root page: opening reads roots, so only quick_check can see this damage.
+        conn = sqlite3.connect(db)
+        last_root = conn.execute("SELECT max(rootpage) FROM sqlite_master").fetchone()[0]
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        conn.close()
         data = bytearray(db.read_bytes())
-        third = len(data) // 3
-        data[third:2 * third] = bytes((i * 37 + 11) % 256 for i in range(third))
+        start = last_root * page_size  # where page last_root + 1 begins
+        assert start < len(data), "the index should have data pages past its roots"
+        data[start:] = bytes((i * 37 + 11) % 256 for i in range(len(data) - start))
         db.write_bytes(bytes(data))
     elif how == "foreign":
         db.unlink()
@@ -36,7 +42,7 @@ def damage(db: Path, how: str) -> None:
         conn.close()
 
 
-@pytest.mark.parametrize("how", ["not sqlite", "truncated", "garbage middle", "foreign"])
+@pytest.mark.parametrize("how", ["not sqlite", "truncated", "garbage in data pages", "foreign"])
 def test_damaged_index_is_moved_aside_and_rebuilt(config: ServerConfig, source: Path, how: str, caplog: pytest.LogCaptureFixture) -> None:
     for i in range(40):
         write(source, f"n{i}.md", f"# Note {i}\n\nunique{i} " + "padding words " * 200)
@@ -48,7 +54,7 @@ def test_damaged_index_is_moved_aside_and_rebuilt(config: ServerConfig, source: 
 
     writer = IndexWriter(config.db_path)
     indexer = TextIndexer(config, writer)
-    found_on_open = how != "garbage middle"  # a bad header is seen on open; damaged pages by quick_check
+    found_on_open = how != "garbage in data pages"  # a bad header is seen on open; damaged pages by quick_check
     assert indexer.check_integrity() is found_on_open
     assert writer.recovered_from is not None
     indexer.scan()
