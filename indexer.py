@@ -52,7 +52,7 @@ ERROR_REASONS = frozenset({"unreadable"})
 # The section regexes run on the text between two added newlines (see split_sections). [^\S\n] is
 # the whitespace that str.strip() removes, less the newline.
 _HEADING_OR_FENCED_BLOCK = re.compile(
-    r"\n(?= {0,3}[#`~])"  # rejects most lines at once, faster than trying each branch on them
+    r"\n(?=[ #`~])"  # rejects most lines at once, faster than trying each branch on them
     r" {0,3}(?:(#{1,6})[ \t]+([^\n]*)"  # an ATX heading
     # a fenced block, to a fence of the same character at least as long; possessive, so that a
     # shorter fence cannot close it after backtracking
