@@ -80,10 +80,27 @@ QUIET_REASONS = frozenset({"excluded_extension", "excluded_directory"})
 #: Reasons that mean something went wrong while reading, counted as errors in status.
 ERROR_REASONS = frozenset({"unreadable"})
 
-_ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
-_MARKDOWN_CANDIDATE = re.compile(r"\n {0,3}(?:#|```|~~~)")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_RST_UNDERLINE = re.compile(r"^([=\-`:'\"~^_*+#<>.])\1{2,}\s*$")
+# The section regexes run on the text between two added newlines (see split_sections). [^\S\n] is
+# the whitespace that str.strip() removes, less the newline.
+_HEADING_OR_FENCED_BLOCK = re.compile(
+    r"\n(?=[ #`~])"  # rejects most lines at once, faster than trying each branch on them
+    r" {0,3}(?:(#{1,6})[ \t]+([^\n]*)"  # an ATX heading
+    # a fenced block, to a fence of the same character at least as long; possessive, so that a
+    # shorter fence cannot close it after backtracking
+    r"|(`{3,}+|~{3,}+)[^\n]*\n(?:[^\n]*\n)*? {0,3}\3"
+    r"|(?:`{3}|~{3})[\s\S]*)"  # a fenced block that is never closed: to the end
+)
+_CLOSING_HASHES = re.compile(r"[ \t]+#+[ \t]*$")
+_FRONT_MATTER = re.compile(
+    r"\n[^\S\n]*---[^\S\n]*(?=\n)"  # the opening line
+    r"(?:((?:\n[^\n]*){0,198}?)\n[^\S\n]*(?:---|\.\.\.)[^\S\n]*(?=\n)"  # the fields, up to a closing line
+    r"|((?:\n[^\n]*){0,199}))"  # or, never closed within 200 lines, the next 199 lines
+)
+#: A "title:" field, in any case; not re.IGNORECASE, which would also take "ı" and "İ" for "i".
+_TITLE_FIELD = re.compile(r"\n[^\S\n]*[Tt][Ii][Tt][Ll][Ee][^\S\n]*:([^\n]*)")
+_RST_UNDERLINE = re.compile(r"\n(([=\-`:'\"~^_*+#<>.])\2{2,})[^\S\n]*(?=\n)")
+_BLANK_LINE = re.compile(r"\n(?=[^\S\n]*\n)")
+_NOT_SPACE = re.compile(r"\S")
 
 
 # ---- sections --------------------------------------------------------------------------------
@@ -91,137 +108,140 @@ _RST_UNDERLINE = re.compile(r"^([=\-`:'\"~^_*+#<>.])\1{2,}\s*$")
 
 def split_sections(text: str, name: str) -> tuple[str, list[Section]]:
     """Return (title, sections): at headings for Markdown and reST, else at blank lines; bounded."""
-    lines = text.split("\n")
+    # With a newline added before and after the text, every line sits between two newlines, and a
+    # line is named by the offset of the newline before it (its boundary): sizes are differences of
+    # boundaries, bodies are slices, and the regexes start with a newline, so the regex engine
+    # jumps from newline to newline. Python code runs per heading and per section, not per line.
+    padded = f"\n{text}\n"
     lowered = name.lower()
     if lowered.endswith(MARKDOWN_EXTENSIONS):
-        headings, title = _markdown_headings(text, lines)
+        headings, title = _markdown_headings(padded)
     elif lowered.endswith(RST_EXTENSIONS):
-        headings, title = _rst_headings(lines)
+        headings, title = _rst_headings(padded)
     else:
         headings, title = [], ""
     if not title:
-        title = next((line.strip().lstrip("#").strip() for line in lines if line.strip()), "")
+        title = _first_text_line(padded).strip().lstrip("#").strip()
         if len(title) > 120 and not headings:
             title = ""  # a long first line is prose, not a title
-    sections: list[Section] = []
+    pieces: list[tuple[int, str, str]] = []
     max_chars = max(MAX_SECTION_CHARS, len(text) // (database.MAX_SECTIONS_PER_FILE // 2))
     path: list[tuple[int, str]] = []
     # A heading starts a new section once the current one holds MIN_SECTION_CHARS, or when its own
     # block would push the current one past the target. Reference pages with a heading every few
     # lines (one per parameter) would otherwise make an FTS row per few lines, and every row costs
     # index time, index size and query time.
-    ends = [line for line, _, _ in headings[1:]] + [len(lines)]
+    last = len(padded) - 1
+    ends = [at for at, _, _ in headings[1:]] + [last]
     start, start_heading = 0, ""
-    for (line_no, level, heading), block_end in zip(headings, ends):
-        path = [entry for entry in path if entry[0] < level] + [(level, heading)]
-        heading_path = " > ".join(h for _, h in path)[:MAX_TITLE_CHARS]
-        current = _chars(lines, start, line_no)
-        if current >= MIN_SECTION_CHARS or (current and current + _chars(lines, line_no, block_end) > TARGET_SECTION_CHARS):
-            sections.extend(_bounded_sections(lines, start, line_no, start_heading, max_chars))
-            start, start_heading = line_no, heading_path
-        elif not start_heading:
-            start_heading = heading_path  # a short preamble goes with the first heading
-    sections.extend(_bounded_sections(lines, start, len(lines), start_heading, max_chars))
-    return title[:MAX_TITLE_CHARS], sections
+    for (at, level, heading), block_end in zip(headings, ends):
+        while path and path[-1][0] >= level:  # levels rise along the path: the closed ones are last
+            path.pop()
+        path.append((level, heading))
+        current = at - start
+        if current >= MIN_SECTION_CHARS or (current and block_end - start > TARGET_SECTION_CHARS):
+            pieces.extend(_bounded_pieces(padded, start, at, start_heading, max_chars))
+            start, start_heading = at, ""
+        if not start_heading:  # a new section, or a short preamble that goes with the first heading
+            start_heading = " > ".join(h for _, h in path)[:MAX_TITLE_CHARS]
+    pieces.extend(_bounded_pieces(padded, start, last, start_heading, max_chars))
+    return title[:MAX_TITLE_CHARS], _numbered(padded, pieces)
 
 
-def _markdown_headings(text: str, lines: list[str]) -> tuple[list[tuple[int, int, str]], str]:
+def _markdown_headings(padded: str) -> tuple[list[tuple[int, int, str]], str]:
+    start, title = _front_matter(padded)
     headings: list[tuple[int, int, str]] = []
-    title = ""
-    fence = ""
-    start = 0
-    if lines and lines[0].strip() == "---":  # YAML front matter
-        for i in range(1, min(len(lines), 200)):
-            if lines[i].strip() in ("---", "..."):
-                start = i + 1
-                break
-            key, _, value = lines[i].partition(":")
-            if key.strip().lower() == "title" and value.strip():
-                title = value.strip().strip("'\"")
-    # Only lines starting with '#', ``` or ~~~ can matter. The pattern starts with a newline (one is
-    # put before the text for line 1), so the regex engine jumps between newlines instead of trying
-    # every character.
-    shifted = "\n" + text
-    i = last = 0
-    for candidate in _MARKDOWN_CANDIDATE.finditer(shifted):
-        i += shifted.count("\n", last, candidate.start())  # newlines before this line: its index
-        last = candidate.start()
-        if i < start:
-            continue
-        line = lines[i]
-        fence_match = _FENCE.match(line)
-        if fence_match:
-            marker = fence_match.group(1)
-            if not fence:
-                fence = marker
-            elif marker[0] == fence[0] and len(marker) >= len(fence):
-                fence = ""
-            continue
-        if fence:
-            continue
-        match = _ATX_HEADING.match(line)
-        if match:
-            level, heading = len(match.group(1)), match.group(2).strip()
-            headings.append((i, level, heading))
-            if not title and level == 1:
+    for match in _HEADING_OR_FENCED_BLOCK.finditer(padded, start):
+        hashes, rest = match.group(1, 2)
+        if hashes:
+            heading = rest.strip()
+            if heading.endswith("#"):  # may end with a closing sequence; the regex is only worth it then
+                heading = _CLOSING_HASHES.sub("", rest, count=1).strip()
+            headings.append((match.start(), len(hashes), heading))
+            if not title and len(hashes) == 1:
                 title = heading
     if not title and headings:
         title = headings[0][2]
     return headings, title
 
 
-def _rst_headings(lines: list[str]) -> tuple[list[tuple[int, int, str]], str]:
+def _front_matter(padded: str) -> tuple[int, str]:
+    """The boundary after YAML front matter (0 without any) and its title field."""
+    found = _FRONT_MATTER.match(padded)
+    if not found:
+        return 0, ""
+    closed = found[1] is not None
+    values = [value.strip() for value in _TITLE_FIELD.findall(padded, *found.span(1 if closed else 2))]
+    title = next((value.strip("'\"") for value in reversed(values) if value), "")
+    return (found.end() if closed else 0), title
+
+
+def _rst_headings(padded: str) -> tuple[list[tuple[int, int, str]], str]:
     headings: list[tuple[int, int, str]] = []
     styles: list[tuple[str, bool]] = []
-    i = 0
-    while i + 1 < len(lines):
-        text, under = lines[i].rstrip(), lines[i + 1].rstrip()
-        match = _RST_UNDERLINE.match(under)
-        if text.strip() and not _RST_UNDERLINE.match(text) and match and len(under) >= len(text.strip()):
-            overlined = i > 0 and lines[i - 1].rstrip() == under
-            style = (match.group(1), overlined)
+    for under in _RST_UNDERLINE.finditer(padded, 1):  # from line 2: an underline needs a line above
+        at = under.start()
+        above = padded.rfind("\n", 0, at)
+        text = padded[above + 1:at].strip()
+        if text and not _RST_UNDERLINE.match(padded, above) and len(under[1]) >= len(text):
+            over = padded.rfind("\n", 0, above)
+            overlined = above > 0 and padded[over + 1:above].rstrip() == under[1]
+            style = (under[2], overlined)
             if style not in styles:
                 styles.append(style)
-            start = i - 1 if overlined else i
-            headings.append((start, styles.index(style) + 1, text.strip()))
-            i += 2
-            continue
-        i += 1
+            headings.append((over if overlined else above, styles.index(style) + 1, text))
     title = headings[0][2] if headings else ""
     return headings, title
 
 
-def _bounded_sections(lines: list[str], start: int, end: int, heading: str, max_chars: int) -> Iterator[Section]:
-    """Cut lines[start:end] into sections near TARGET_SECTION_CHARS, at blank lines where possible."""
-    if _chars(lines, start, end) <= TARGET_SECTION_CHARS:
-        yield from _section_if_text(lines, start, end, heading)  # the common case: nothing to cut
-        return
-    chunk_start = start
-    size = 0
-    for i in range(start, end):
-        line = lines[i]
-        if len(line) > max_chars:
-            yield from _section_if_text(lines, chunk_start, i, heading)
-            for offset in range(0, len(line), max_chars):
-                yield Section(i + 1, i + 1, heading, line[offset:offset + max_chars])
-            chunk_start, size = i + 1, 0
-            continue
-        if size and (size + len(line) > max_chars or (size >= TARGET_SECTION_CHARS and not line.strip())):
-            yield from _section_if_text(lines, chunk_start, i, heading)
-            chunk_start, size = i, 0
-        size += len(line) + 1
-    yield from _section_if_text(lines, chunk_start, end, heading)
+def _first_text_line(padded: str) -> str:
+    found = _NOT_SPACE.search(padded)
+    if not found:
+        return ""
+    return padded[padded.rfind("\n", 0, found.start()) + 1:padded.find("\n", found.start())]
 
 
-def _chars(lines: list[str], start: int, end: int) -> int:
-    """Characters in lines[start:end], newlines included."""
-    return sum(map(len, lines[start:end])) + end - start
+def _bounded_pieces(padded: str, start: int, end: int, heading: str, max_chars: int) -> Iterator[tuple[int, str, str]]:
+    """Yield (offset, heading, body) near TARGET_SECTION_CHARS from the lines between boundaries start and end.
+
+    A chunk is cut before its first line that would take it past max_chars, or before a blank line
+    once it holds TARGET_SECTION_CHARS, whichever comes first; a line longer than max_chars is cut
+    into pieces of its own.
+    """
+    chunk = start
+    while True:
+        # The first line that would take the chunk past max_chars runs from boundary overflow to
+        # line_end; without one, overflow is end.
+        line_end = padded.find("\n", chunk + max_chars + 2, end + 1)
+        overflow = padded.rfind("\n", chunk, line_end) if line_end >= 0 else end
+        blank = _BLANK_LINE.search(padded, chunk + TARGET_SECTION_CHARS, overflow + 1)
+        cut = blank.start() if blank else overflow
+        yield from _piece_if_text(padded, chunk, cut, heading)
+        if cut == end:
+            return
+        chunk = cut
+        if not blank and line_end - overflow - 1 > max_chars:
+            for offset in range(overflow + 1, line_end, max_chars):
+                yield offset, heading, padded[offset:min(offset + max_chars, line_end)]
+            chunk = line_end
 
 
-def _section_if_text(lines: list[str], start: int, end: int, heading: str) -> Iterator[Section]:
-    body = "\n".join(lines[start:end])
+def _piece_if_text(padded: str, start: int, end: int, heading: str) -> Iterator[tuple[int, str, str]]:
+    body = padded[start + 1:end]
     if body.strip():
-        yield Section(start + 1, end, heading, body)
+        yield start + 1, heading, body
+
+
+def _numbered(padded: str, pieces: list[tuple[int, str, str]]) -> list[Section]:
+    """Sections from (offset, heading, body) in text order, counting each newline once."""
+    sections: list[Section] = []
+    line = counted = 0  # newlines in padded[:counted]: the line number there, as padded starts with one
+    for offset, heading, body in pieces:
+        line += padded.count("\n", counted, offset)
+        end_line = line + body.count("\n")
+        sections.append(Section(line, end_line, heading, body))
+        line, counted = end_line, offset + len(body)
+    return sections
 
 
 # ---- reading ---------------------------------------------------------------------------------

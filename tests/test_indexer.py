@@ -6,12 +6,16 @@ import os
 import signal
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from indexer import (
     MAX_SECTION_CHARS,
+    MAX_TITLE_CHARS,
     MIN_SECTION_CHARS,
     PROCESS_LOADING_MIN_FILES,
     RACY_WINDOW_NS,
@@ -212,3 +216,46 @@ def test_scan_finishes_when_its_loader_processes_are_killed(
     assert "loading the rest in the writer's process" in caplog.text
     assert found(config, f"word{count - 1}") == [f"d{(count - 1) % 50}/f{count - 1}.md"]
     assert read_status(config, indexer)["indexed_files"] == count
+
+
+LONG_HEADING = "Long heading " * 12  # two on a heading path make it longer than MAX_TITLE_CHARS
+LINES = st.one_of(
+    st.text(max_size=40),
+    st.sampled_from(["", " ", "\t ", "#", "# Top", "## Sub ##", "   ### Deep", f"# {LONG_HEADING}", f"## {LONG_HEADING}"]),
+    st.sampled_from(["```", "~~~~", "Title", "=====", "-----", "---", "title: Front", "...", LONG_HEADING, "=" * 160]),
+    st.sampled_from(["word " * 500, FILL, "x" * (MAX_SECTION_CHARS + 1), " " * (MAX_SECTION_CHARS + 9), "y" * (3 * MAX_SECTION_CHARS)]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(lines=st.lists(LINES, max_size=60), name=st.sampled_from(["a.md", "a.rst", "a.txt"]))
+@example(lines=[f"# {LONG_HEADING}", FILL, f"## {LONG_HEADING}", FILL], name="a.md")
+def test_sections_give_back_the_text_in_order_within_bounds(lines: list[str], name: str) -> None:
+    """Any text: the sections, in order, give back each of its lines but blank ones; bounded sizes."""
+    text = "\n".join(lines)
+    title, sections = split_sections(text, name)
+    assert isinstance(title, str) and len(title) <= MAX_TITLE_CHARS
+    original = text.split("\n")
+    rebuilt: list[str | None] = [None] * len(original)  # each line as the sections give it back
+    for before, after in pairwise(sections):
+        assert before.end_line <= after.start_line
+    for section in sections:
+        assert isinstance(section.heading, str) and len(section.heading) <= MAX_TITLE_CHARS
+        assert 0 < len(section.body) <= MAX_SECTION_CHARS
+        assert 1 <= section.start_line <= section.end_line <= len(original)
+        first = section.start_line - 1
+        if len(original[first]) > MAX_SECTION_CHARS:  # a line too long for one section comes in pieces
+            assert section.end_line == section.start_line
+            rebuilt[first] = (rebuilt[first] or "") + section.body
+            continue
+        assert section.body.strip()  # runs of blank lines are left out
+        body_lines = section.body.split("\n")
+        assert len(body_lines) == section.end_line - first
+        for i, line in enumerate(body_lines, start=first):
+            assert rebuilt[i] is None
+            rebuilt[i] = line
+    for line, got in zip(original, rebuilt):
+        if got is None:
+            assert not line.strip()
+        else:
+            assert got == line
