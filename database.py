@@ -265,6 +265,14 @@ class IndexWriter:
         with self.lock:
             self.conn.execute("INSERT INTO sections_fts (sections_fts) VALUES ('optimize')")
 
+    def release_free_pages(self) -> None:
+        """Give pages left free by FTS5's segment merges back to the file system, when they are more
+        than 1/16 of the file (indexes are created with incremental auto-vacuum)."""
+        with self.lock:
+            free = self.conn.execute("PRAGMA freelist_count").fetchone()[0]
+            if free * 16 > self.conn.execute("PRAGMA page_count").fetchone()[0]:
+                self.conn.executescript("PRAGMA incremental_vacuum;")  # a plain execute frees one page only
+
     def quick_check(self) -> str:
         """PRAGMA quick_check on a fresh connection: the writer's page cache can hide damage on disk."""
         conn = connect(self.db_path)
@@ -291,6 +299,9 @@ def _header_problem(db_path: Path) -> str | None:
 
 
 def _prepare_schema(conn: sqlite3.Connection) -> None:
+    # Takes effect only on a new, empty file, and only before journal_mode: lets a large scan give
+    # back the pages FTS5 merges free (see release_free_pages).
+    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     version = conn.execute("PRAGMA user_version").fetchone()[0]

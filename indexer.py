@@ -551,6 +551,8 @@ class TextIndexer:
             self.writer.set_meta("skipped_counts", json.dumps(dict(Counter(reason for _, reason, _ in skipped))))
         progress.skipped = dict(Counter(reason for _, reason, _ in skipped))
         changed = outcome.written or removed or outcome.skipped
+        if outcome.written or removed:
+            self.writer.release_free_pages()
         logger.log(
             logging.INFO if changed else logging.DEBUG,
             "scan done: %d files read, %d removed, %d unchanged verified, skipped %s, %.1fs",
