@@ -20,7 +20,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from exceptions import FileSkipped, UnsafePathError
-from models import DB_SUFFIX, DiskFile
+from models import DB_SUFFIX, DiskFile, Signature
 
 logger = logging.getLogger(__name__)
 
@@ -88,8 +88,9 @@ SkipCallback = Callable[[str, str, str], None]
 _NAME = attrgetter("name")
 
 
-def walk_source(root: Path, file_filter: FileFilter, on_skip: SkipCallback) -> Iterator[DiskFile]:
-    """Yield every eligible file under ``root`` (already resolved); report others to ``on_skip``.
+def walk_source(root: Path, file_filter: FileFilter, on_skip: SkipCallback) -> Iterator[Signature]:
+    """Yield the Signature of every eligible file under ``root`` (already resolved); report others
+    to ``on_skip``.
 
     Links are followed only while their target stays inside the source; each directory is
     entered once, so link loops end. Iterative, so 300-deep trees do not hit the recursion limit.
@@ -117,7 +118,7 @@ def walk_source(root: Path, file_filter: FileFilter, on_skip: SkipCallback) -> I
                 continue
             try:
                 if entry.is_file(follow_symlinks=False):  # the common case, without the link and folder checks
-                    found: DiskFile | str | None = _eligible_file(entry, rel, None, file_filter, on_skip)
+                    found: Signature | str | None = _eligible_file(entry, rel, None, file_filter, on_skip)
                 else:
                     found = _classify_entry(entry, rel, root_real, index_real, visited, file_filter, on_skip)
             except OSError as exc:
@@ -141,8 +142,8 @@ def _classify_entry(
     visited: set[tuple[int, int]],
     file_filter: FileFilter,
     on_skip: SkipCallback,
-) -> DiskFile | str | None:
-    """Return a DiskFile for an eligible file, a real directory path to descend into, or None."""
+) -> Signature | str | None:
+    """Return the Signature of an eligible file, a real directory path to descend into, or None."""
     is_link = entry.is_symlink()
     if is_link:
         target = os.path.realpath(entry.path)
@@ -181,8 +182,8 @@ def _classify_entry(
 
 def _eligible_file(
     entry: os.DirEntry[str], rel: str, st: os.stat_result | None, file_filter: FileFilter, on_skip: SkipCallback
-) -> DiskFile | None:
-    """A DiskFile if the name, type and size pass the filter (``st``: the link target's stat, if any)."""
+) -> Signature | None:
+    """The file's Signature if its name, type and size pass the filter (``st``: the link target's stat, if any)."""
     if not file_filter.accepts_name(entry.name):
         on_skip(rel, "excluded_extension", "")
         return None
@@ -191,7 +192,7 @@ def _eligible_file(
     if verdict:
         on_skip(rel, *verdict)
         return None
-    return DiskFile(rel, st.st_mtime_ns, st.st_size, st.st_ino)
+    return (rel, st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 def _size_and_type_verdict(st: os.stat_result, file_filter: FileFilter) -> tuple[str, str] | None:

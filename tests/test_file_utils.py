@@ -40,7 +40,7 @@ def make_filter(tmp_path: Path, **overrides: object) -> FileFilter:
 
 def walk(root: Path, file_filter: FileFilter) -> tuple[list[str], dict[str, str]]:
     skipped: dict[str, str] = {}
-    found = [f.path for f in walk_source(root, file_filter, lambda p, r, d: skipped.__setitem__(p, r))]
+    found = [path for path, _, _, _ in walk_source(root, file_filter, lambda p, r, d: skipped.__setitem__(p, r))]
     return sorted(found), skipped
 
 
