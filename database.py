@@ -15,12 +15,12 @@ import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from exceptions import IndexUnavailableError
-from models import LoadedFile, Section, StoredFile
+from models import LoadedFile, Section, Signature, StoredFile
 
 logger = logging.getLogger(__name__)
 
@@ -96,13 +96,21 @@ def file_id_of(section_rowid: int) -> int:
 
 
 class IndexWriter:
-    """The single writing connection. Every method that writes must run inside ``transaction()``."""
+    """The single writing connection. Every method that writes must run inside ``transaction()``.
+
+    ``file_signatures()`` is kept between calls, so a rescan that finds nothing changed does not
+    read every row again. It always equals the committed ``files`` table as this connection sees
+    it: it is kept only when loaded outside a transaction; every method that writes to ``files``
+    drops it; it belongs to the connection it was loaded on (a rebuild or reopen opens a new one);
+    and it is reloaded when ``PRAGMA data_version`` says another connection committed since.
+    """
 
     def __init__(self, db_path: Path) -> None:
         self.db_path = db_path
         self.lock = threading.RLock()
         self.recovered_from: str | None = None
         self.conn, self.inode = self._open()
+        self._signatures: tuple[sqlite3.Connection, int, dict[Signature, int]] | None = None
 
     def _open(self) -> tuple[sqlite3.Connection, int]:
         """A connection to a usable index at db_path (a damaged one is moved aside first) and the
@@ -174,12 +182,20 @@ class IndexWriter:
                 raise
             self.conn.execute("COMMIT")
 
-    def stored_files(self) -> dict[str, StoredFile]:
-        rows = self.conn.execute(
-            "SELECT path, id, mtime_ns, size, inode, content_hash, indexed_at_ns FROM files"
-        )
-        make = StoredFile._make
-        return {row[0]: make(row[1:]) for row in rows}
+    def file_signatures(self) -> Mapping[Signature, int]:
+        """The Signature of every indexed file -> when it was indexed (ns).
+
+        Shared with later calls: do not change it.
+        """
+        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        cached = self._signatures
+        if cached is not None and cached[0] is self.conn and cached[1] == version:
+            return cached[2]
+        rows = self.conn.execute("SELECT path, mtime_ns, size, inode, indexed_at_ns FROM files")
+        signatures = {row[:4]: row[4] for row in rows}
+        if not self.conn.in_transaction:  # rows read inside one may still be rolled back
+            self._signatures = (self.conn, version, signatures)
+        return signatures
 
     def stored_file(self, path: str) -> StoredFile | None:
         row = self.conn.execute(
@@ -189,6 +205,7 @@ class IndexWriter:
 
     def upsert_file(self, loaded: LoadedFile, file_id: int | None) -> None:
         """Replace a file's sections and metadata (call inside a transaction)."""
+        self._signatures = None
         if file_id is not None:
             self._delete_sections(file_id)
         values = (
@@ -235,11 +252,13 @@ class IndexWriter:
         self.conn.execute("DELETE FROM sections WHERE id BETWEEN ? AND ?", (low, high))
 
     def remove_file(self, file_id: int) -> None:
+        self._signatures = None
         self._delete_sections(file_id)
         self.conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
 
     def mark_verified(self, file_id: int, indexed_at_ns: int, mtime_ns: int, inode: int) -> None:
         """Record that an unchanged file was re-checked (its content hash matched) at a later time."""
+        self._signatures = None
         self.conn.execute(
             "UPDATE files SET indexed_at_ns = ?, mtime_ns = ?, inode = ? WHERE id = ?",
             (indexed_at_ns, mtime_ns, inode, file_id),

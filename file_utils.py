@@ -20,7 +20,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from exceptions import FileSkipped, UnsafePathError
-from models import DB_SUFFIX, DiskFile
+from models import DB_SUFFIX, DiskFile, Signature
 
 logger = logging.getLogger(__name__)
 
@@ -88,8 +88,9 @@ SkipCallback = Callable[[str, str, str], None]
 _NAME = attrgetter("name")
 
 
-def walk_source(root: Path, file_filter: FileFilter, on_skip: SkipCallback) -> Iterator[DiskFile]:
-    """Yield every eligible file under ``root`` (already resolved); report others to ``on_skip``.
+def walk_source(root: Path, file_filter: FileFilter, on_skip: SkipCallback) -> Iterator[Signature]:
+    """Yield the Signature of every eligible file under ``root`` (already resolved); report others
+    to ``on_skip``.
 
     Links are followed only while their target stays inside the source; each directory is
     entered once, so link loops end. Iterative, so 300-deep trees do not hit the recursion limit.
@@ -99,58 +100,85 @@ def walk_source(root: Path, file_filter: FileFilter, on_skip: SkipCallback) -> I
     visited: set[tuple[int, int]] = set()
     root_stat = os.stat(root_real)
     visited.add((root_stat.st_dev, root_stat.st_ino))
+    accepts_name, max_size = file_filter.accepts_name, file_filter.max_size_bytes
     stack: list[tuple[str, str]] = [(root_real, "")]
     while stack:
         dir_path, prefix = stack.pop()
-        skip_own_files = dir_path == index_real
         try:
-            with os.scandir(dir_path) as entries:
-                entries_list = list(entries)
+            dir_fd, listed = _list_directory(dir_path)
         except OSError as exc:
             on_skip(prefix or ".", "unreadable", exc.strerror or str(exc))
             continue
-        for entry in sorted(entries_list, key=_NAME, reverse=True):
-            name = entry.name
-            rel = prefix + name
-            if not name.isascii() and _has_surrogates(name):
-                on_skip(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), "undecodable_name", "")
-                continue
-            try:
-                if entry.is_file(follow_symlinks=False):  # the common case, without the link and folder checks
-                    found: DiskFile | str | None = _eligible_file(entry, rel, None, file_filter, on_skip)
-                else:
-                    found = _classify_entry(entry, rel, root_real, index_real, visited, file_filter, on_skip)
-            except OSError as exc:
-                if isinstance(exc, FileNotFoundError):
-                    continue  # gone between listing and stat: nothing to index, nothing to count
-                on_skip(rel, "unreadable", exc.strerror or str(exc))
-                continue
-            if found is None:
-                continue
-            if isinstance(found, str):
-                stack.append((found, rel + "/"))
-            elif not (skip_own_files and DB_SUFFIX in name):
-                yield found
+        skip_own_files = dir_path == index_real
+        try:
+            for entry in sorted(listed, key=_NAME, reverse=True):
+                name = entry.name
+                rel = prefix + name
+                try:
+                    # The common case first, since a rescan meets it for every file: a regular file
+                    # with an ASCII name the filter accepts needs only its stat. Whatever this does not
+                    # accept goes through _classify_entry, which runs every check and reports why.
+                    if entry.is_file(follow_symlinks=False) and name.isascii() and accepts_name(name) and not skip_own_files:
+                        st = entry.stat()
+                        if st.st_size <= max_size and stat.S_ISREG(st.st_mode):
+                            yield (rel, st.st_mtime_ns, st.st_size, st.st_ino)
+                            continue
+                    found = _classify_entry(entry, dir_path, rel, root_real, index_real, visited, file_filter, on_skip)
+                except OSError as exc:
+                    if isinstance(exc, FileNotFoundError):
+                        continue  # gone between listing and stat: nothing to index, nothing to count
+                    on_skip(rel, "unreadable", exc.strerror or str(exc))
+                    continue
+                if found is None:
+                    continue
+                if isinstance(found, str):
+                    stack.append((found, rel + "/"))
+                elif not (skip_own_files and DB_SUFFIX in name):
+                    yield found
+        finally:
+            os.close(dir_fd)
+
+
+def _list_directory(dir_path: str) -> tuple[int, list[os.DirEntry[str]]]:
+    """Open a directory and list it; the caller closes the returned descriptor. Listed through the
+    descriptor, an entry's stat() resolves just its name instead of its whole path again, which
+    takes a fifth off the kernel's time per file."""
+    dir_fd = os.open(dir_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with os.scandir(dir_fd) as entries:
+            return dir_fd, list(entries)
+    except BaseException:
+        os.close(dir_fd)
+        raise
 
 
 def _classify_entry(
     entry: os.DirEntry[str],
+    dir_path: str,
     rel: str,
     root_real: str,
     index_real: str,
     visited: set[tuple[int, int]],
     file_filter: FileFilter,
     on_skip: SkipCallback,
-) -> DiskFile | str | None:
-    """Return a DiskFile for an eligible file, a real directory path to descend into, or None."""
+) -> Signature | str | None:
+    """Return the Signature of an eligible file, a real directory path to descend into, or None.
+
+    ``entry`` was listed from ``dir_path`` through a descriptor, so its own ``path`` is just its name.
+    """
+    if not entry.name.isascii() and _has_surrogates(entry.name):
+        on_skip(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), "undecodable_name", "")
+        return None
+    path = os.path.join(dir_path, entry.name)  # a non-link child of a real folder is real
     is_link = entry.is_symlink()
+    st = None
     if is_link:
-        target = os.path.realpath(entry.path)
-        if not is_inside(target, root_real):
+        path = os.path.realpath(path)
+        if not is_inside(path, root_real):
             on_skip(rel, "symlink_outside_source", "")
             return None
         try:
-            st = os.stat(target)
+            st = os.stat(path)
         except FileNotFoundError:
             on_skip(rel, "broken_symlink", "")
             return None
@@ -159,15 +187,11 @@ def _classify_entry(
                 raise
             on_skip(rel, "symlink_loop", "the link resolves to itself")
             return None
-    else:
-        target = entry.path
-        st = None
     if entry.is_dir():
         if entry.name in IGNORED_DIRECTORIES:
             on_skip(rel + "/", "excluded_directory", "")
             return None
-        real_dir = target if is_link else entry.path  # a non-link child of a real folder is real
-        if real_dir == index_real and index_real != root_real:
+        if path == index_real and index_real != root_real:
             return None  # the daemon's own output: not the user's content, not counted
         st = st or entry.stat()
         key = (st.st_dev, st.st_ino)
@@ -175,14 +199,14 @@ def _classify_entry(
             on_skip(rel + "/", "symlink_loop", "directory already indexed under another path")
             return None
         visited.add(key)
-        return real_dir
+        return path
     return _eligible_file(entry, rel, st, file_filter, on_skip)
 
 
 def _eligible_file(
     entry: os.DirEntry[str], rel: str, st: os.stat_result | None, file_filter: FileFilter, on_skip: SkipCallback
-) -> DiskFile | None:
-    """A DiskFile if the name, type and size pass the filter (``st``: the link target's stat, if any)."""
+) -> Signature | None:
+    """The file's Signature if its name, type and size pass the filter (``st``: the link target's stat, if any)."""
     if not file_filter.accepts_name(entry.name):
         on_skip(rel, "excluded_extension", "")
         return None
@@ -191,7 +215,7 @@ def _eligible_file(
     if verdict:
         on_skip(rel, *verdict)
         return None
-    return DiskFile(rel, st.st_mtime_ns, st.st_size, st.st_ino)
+    return (rel, st.st_mtime_ns, st.st_size, st.st_ino)
 
 
 def _size_and_type_verdict(st: os.stat_result, file_filter: FileFilter) -> tuple[str, str] | None:

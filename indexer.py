@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,8 +44,8 @@ from models import (
     ScanProgress,
     Section,
     ServerConfig,
+    Signature,
     StatusReply,
-    StoredFile,
 )
 
 logger = logging.getLogger(__name__)
@@ -430,20 +430,24 @@ class FileScanner:
             index_directory=config.index_output_directory,
         )
 
-    def changes(self, stored: dict[str, StoredFile]) -> Changes:
+    def changes(self, signatures: Mapping[Signature, int]) -> Changes:
+        """Compare the walk with IndexWriter.file_signatures(): a file is unchanged when its path,
+        mtime, size and inode all equal a stored signature."""
         result = Changes()
-        unseen = dict(stored)
+        unmatched = dict(signatures)
 
         def on_skip(path: str, reason: str, detail: str) -> None:
             result.skipped.append((path, reason, detail))
 
-        for disk in walk_source(self.root, self.filter, on_skip):
-            known = unseen.pop(disk.path, None)
-            if known is None or known[1:4] != disk[1:4]:  # (mtime_ns, size, inode) on both sides
-                result.to_read.append(disk)
-            elif known.indexed_at_ns - known.mtime_ns < RACY_WINDOW_NS:
-                result.to_verify.append(disk)
-        result.to_remove = list(unseen)
+        for signature in walk_source(self.root, self.filter, on_skip):
+            indexed_at_ns = unmatched.pop(signature, None)
+            if indexed_at_ns is None:
+                result.to_read.append(DiskFile._make(signature))
+            elif indexed_at_ns - signature[1] < RACY_WINDOW_NS:  # signature[1]: its mtime_ns
+                result.to_verify.append(DiskFile._make(signature))
+        # Left unmatched: files changed since (read again above) or no longer found by the walk.
+        to_read = {disk.path for disk in result.to_read}
+        result.to_remove = [path for path, _, _, _ in unmatched if path not in to_read]
         return result
 
 
@@ -531,8 +535,8 @@ class TextIndexer:
         progress.files_done = progress.files_total = 0
         progress.started_at = time.time()
         with self.writer.lock:
-            stored = self.writer.stored_files()
-        changes = self.scanner.changes(stored)
+            signatures = self.writer.file_signatures()
+        changes = self.scanner.changes(signatures)
         for path, reason, detail in changes.skipped:
             self._log_skip(path, reason, detail)
         progress.skipped = dict(Counter(reason for _, reason, _ in changes.skipped))

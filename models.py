@@ -53,10 +53,7 @@ class Section:
 
 
 class StoredFile(NamedTuple):
-    """What the index remembers about a file, to tell whether it changed.
-
-    A named tuple, not a dataclass: a rescan builds one per indexed file, and this is 3x cheaper.
-    """
+    """What the index remembers about a file, to tell whether its content changed."""
 
     file_id: int
     mtime_ns: int
@@ -66,8 +63,14 @@ class StoredFile(NamedTuple):
     indexed_at_ns: int
 
 
+#: (path, mtime_ns, size, inode): what a rescan compares to tell whether a file changed. The walk
+#: yields these and the index keeps one per file; plain tuples, since a rescan makes one per file
+#: and a named tuple costs several times more to build. A DiskFile equals the tuple of its values.
+Signature = tuple[str, int, int, int]
+
+
 class DiskFile(NamedTuple):
-    """A file found on disk by the walk that passed the name and size filters (a named tuple: one per file per rescan)."""
+    """A file found on disk by the walk that passed the name and size filters."""
 
     path: str  # relative to the source, '/'-separated
     mtime_ns: int

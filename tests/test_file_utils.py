@@ -40,7 +40,7 @@ def make_filter(tmp_path: Path, **overrides: object) -> FileFilter:
 
 def walk(root: Path, file_filter: FileFilter) -> tuple[list[str], dict[str, str]]:
     skipped: dict[str, str] = {}
-    found = [f.path for f in walk_source(root, file_filter, lambda p, r, d: skipped.__setitem__(p, r))]
+    found = [path for path, _, _, _ in walk_source(root, file_filter, lambda p, r, d: skipped.__setitem__(p, r))]
     return sorted(found), skipped
 
 
@@ -121,6 +121,19 @@ def test_symlinks_inside_are_followed_outside_are_not_and_loops_end(source: Path
     assert skipped["to_outside"] == "symlink_outside_source"
     assert skipped["docs/loop/"] == "symlink_loop"
     assert skipped["dangling.md"] == "broken_symlink"
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")
+def test_walk_closes_each_directory_it_lists(source: Path, tmp_path: Path) -> None:
+    for i in range(20):
+        write(source, f"d{i}/e/note.md", "x")
+    open_before = len(os.listdir("/proc/self/fd"))
+    found, _ = walk(source, make_filter(tmp_path))
+    assert len(found) == 20
+    abandoned = walk_source(source, make_filter(tmp_path), lambda p, r, d: None)
+    next(abandoned)
+    abandoned.close()
+    assert len(os.listdir("/proc/self/fd")) == open_before
 
 
 def test_deeply_nested_folders_do_not_hit_the_recursion_limit(source: Path, tmp_path: Path) -> None:

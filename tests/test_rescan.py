@@ -1,0 +1,158 @@
+"""The writer keeps the index's file signatures between scans. Each way the files table can change
+under that copy (this indexer's writes, a rolled-back batch, another connection, an index deleted
+or replaced) must leave the next scan seeing the index as it really is."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from database import IndexWriter
+from indexer import RACY_WINDOW_NS, TextIndexer, read_status
+from models import ServerConfig
+from search import search
+from tests.conftest import write
+
+
+def found(config: ServerConfig, query: str) -> list[str]:
+    return [hit["path"] for hit in search(config.db_path, query, 20)["results"]]
+
+
+def settled(path: Path, age_s: int = 60) -> Path:
+    """Date the file well before now, so a scan trusts its signature without re-checking the hash."""
+    stamp = time.time_ns() - age_s * 1_000_000_000 - 10 * RACY_WINDOW_NS
+    os.utime(path, ns=(stamp, stamp))
+    return path
+
+
+def scan_work(indexer: TextIndexer) -> int:
+    """Scan; return how many files it found to read, re-verify or remove."""
+    assert indexer.scan()["success"]
+    return indexer.progress.files_total
+
+
+def scanned_twice(indexer: TextIndexer) -> None:
+    """Index, then scan again so the signatures are the kept ones."""
+    indexer.scan()
+    assert scan_work(indexer) == 0
+
+
+def test_signatures_are_kept_until_the_files_table_changes(indexer: TextIndexer, source: Path) -> None:
+    settled(write(source, "a.md", "alpha"))
+    scanned_twice(indexer)
+    writer = indexer.writer
+    kept = writer.file_signatures()
+    assert writer.file_signatures() is kept
+    with writer.transaction():
+        writer.set_meta("unrelated", "value")
+    assert writer.file_signatures() is kept
+    stored = writer.stored_file("a.md")
+    assert stored is not None
+    with writer.transaction():
+        writer.mark_verified(stored.file_id, time.time_ns(), stored.mtime_ns, stored.inode)
+    assert writer.file_signatures() is not kept
+
+
+def test_signatures_read_inside_a_transaction_are_not_kept(indexer: TextIndexer, source: Path) -> None:
+    settled(write(source, "a.md", "alpha"))
+    scanned_twice(indexer)
+    writer = indexer.writer
+    stored = writer.stored_file("a.md")
+    assert stored is not None
+    with pytest.raises(RuntimeError), writer.transaction():
+        writer.remove_file(stored.file_id)
+        assert [path for path, _, _, _ in writer.file_signatures()] == []
+        raise RuntimeError("roll back")
+    assert [path for path, _, _, _ in writer.file_signatures()] == ["a.md"]
+    assert scan_work(indexer) == 0
+
+
+def test_a_file_changed_between_scans_is_read_again(indexer: TextIndexer, config: ServerConfig, source: Path) -> None:
+    settled(write(source, "a.md", "original words"))
+    settled(write(source, "b.md", "steady words"))
+    scanned_twice(indexer)
+    settled(write(source, "a.md", "replaced words"), age_s=30)  # same size, other mtime
+    assert scan_work(indexer) == 1
+    assert found(config, "replaced") == ["a.md"]
+    assert found(config, "original") == []
+    assert scan_work(indexer) == 0
+
+
+def test_refresh_of_single_files_then_a_scan_neither_reads_them_again_nor_loses_them(
+    indexer: TextIndexer, config: ServerConfig, source: Path
+) -> None:
+    settled(write(source, "a.md", "alpha before"))
+    settled(write(source, "b.md", "bravo words"))
+    scanned_twice(indexer)
+    (source / "b.md").unlink()
+    assert indexer.refresh_file("b.md")["files_removed"] == 1
+    assert scan_work(indexer) == 0
+    settled(write(source, "a.md", "alpha edited"), age_s=30)
+    settled(write(source, "c.md", "charlie added"))
+    assert indexer.refresh_file("a.md")["files_processed"] == 1
+    assert indexer.refresh_file("c.md")["files_processed"] == 1
+    assert scan_work(indexer) == 0
+    assert found(config, "edited") == ["a.md"]
+    assert found(config, "charlie") == ["c.md"]
+    assert found(config, "bravo") == []
+
+
+def test_a_rolled_back_batch_leaves_its_files_to_be_read_again(
+    indexer: TextIndexer, config: ServerConfig, source: Path
+) -> None:
+    settled(write(source, "a.md", "alpha stale"))
+    scanned_twice(indexer)
+    settled(write(source, "a.md", "alpha fresh"), age_s=30)
+    settled(write(source, "b.md", "bravo new"))
+    # A trigger in the writer's own temp schema fails the batch at b.md, after a.md was rewritten
+    # in the same transaction; no other connection sees it.
+    indexer.writer.conn.execute(
+        "CREATE TEMP TRIGGER fail_b BEFORE INSERT ON files WHEN NEW.path = 'b.md'"
+        " BEGIN SELECT RAISE(ABORT, 'injected failure'); END"
+    )
+    assert indexer.scan()["success"] is False
+    indexer.writer.conn.execute("DROP TRIGGER temp.fail_b")
+    assert found(config, "fresh") == [] and found(config, "stale") == ["a.md"]
+    assert indexer.scan()["files_processed"] == 2
+    assert found(config, "fresh") == ["a.md"]
+    assert found(config, "bravo") == ["b.md"]
+    assert scan_work(indexer) == 0
+
+
+def test_a_commit_by_another_connection_is_seen_by_the_next_scan(
+    indexer: TextIndexer, config: ServerConfig, source: Path
+) -> None:
+    settled(write(source, "a.md", "alpha words"))
+    settled(write(source, "b.md", "bravo words"))
+    scanned_twice(indexer)
+    other = IndexWriter(config.db_path)
+    stored = other.stored_file("a.md")
+    assert stored is not None
+    with other.transaction():
+        other.remove_file(stored.file_id)
+    other.close()
+    assert found(config, "alpha") == []
+    assert scan_work(indexer) == 1
+    assert found(config, "alpha") == ["a.md"]
+    assert scan_work(indexer) == 0
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_an_index_deleted_or_replaced_under_the_indexer_is_filled_again(
+    indexer: TextIndexer, config: ServerConfig, source: Path, how: str
+) -> None:
+    for i in range(3):
+        settled(write(source, f"n{i}.md", f"note{i} words"))
+    scanned_twice(indexer)
+    for leftover in config.db_path.parent.iterdir():
+        leftover.unlink()
+    if how == "replaced":
+        config.db_path.write_bytes(b"not an index at all\n" * 100)
+    assert read_status(config, indexer)["indexed_files"] == 0  # a reader fails, as a search would
+    assert indexer.damage_suspected
+    assert indexer.scan()["files_processed"] == 3
+    assert [found(config, f"note{i}") for i in range(3)] == [["n0.md"], ["n1.md"], ["n2.md"]]
+    assert scan_work(indexer) == 0
