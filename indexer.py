@@ -69,9 +69,9 @@ CHUNK_BYTES = 1 << 20
 READ_AHEAD_BYTES = 32 << 20
 #: Sections aim for TARGET_SECTION_CHARS, cut at a blank line, and never exceed MAX_SECTION_CHARS;
 #: a heading starts a new one once the current one has MIN_SECTION_CHARS.
-TARGET_SECTION_CHARS = 8000
+TARGET_SECTION_CHARS = 16000
 MIN_SECTION_CHARS = TARGET_SECTION_CHARS // 2
-MAX_SECTION_CHARS = 16000
+MAX_SECTION_CHARS = 32000
 MAX_TITLE_CHARS = 200
 MARKDOWN_EXTENSIONS = (".md", ".markdown", ".mdx")
 RST_EXTENSIONS = (".rst", ".rest")

@@ -189,8 +189,11 @@ def measure_queries(queries: dict, db_path: Path, floor_db: Path, repeat: int) -
     for name, spec in queries.items():
         floor.top10(conn, spec["floor"])
         search(db_path, spec["query"], 10)  # warm both before timing
-        floor_samples = timed(lambda: floor.top10(conn, spec["floor"]), repeat)
-        search_samples = timed(lambda: search(db_path, spec["query"], 10), repeat)
+        # Alternated, so a change in the machine's load hits both sides alike.
+        floor_samples, search_samples = [], []
+        for _ in range(repeat):
+            floor_samples += timed(lambda: floor.top10(conn, spec["floor"]), 1)
+            search_samples += timed(lambda: search(db_path, spec["query"], 10), 1)
         reply = search(db_path, spec["query"], 10)
         floor_p, search_p = percentiles(floor_samples), percentiles(search_samples)
         out[name] = {

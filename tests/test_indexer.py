@@ -170,7 +170,7 @@ def test_short_heading_blocks_share_a_section() -> None:
 
 
 def test_large_files_are_split_into_bounded_sections_with_line_ranges() -> None:
-    paragraphs = [f"paragraph {i} " + "word " * 100 for i in range(400)]
+    paragraphs = [f"paragraph {i} " + "word " * 100 for i in range(MAX_SECTION_CHARS // 40)]
     text = "\n\n".join(paragraphs)
     _, sections = split_sections(text, "big.txt")
     assert len(sections) >= len(text) // MAX_SECTION_CHARS > 10
