@@ -498,7 +498,7 @@ class TextIndexer:
         """Bring the whole index up to date with the disk now. One scan runs at a time."""
         with self.scan_lock:
             try:
-                self._check_if_suspected()
+                self._check_index_file()
                 return self._scan(on_progress)
             except sqlite3.DatabaseError as exc:
                 if not database.is_corruption(exc):
@@ -515,14 +515,16 @@ class TextIndexer:
                 self.progress.state, self.progress.phase = "idle", "done"
                 self.progress.finished_at = time.time()
 
-    def _check_if_suspected(self) -> None:
-        if not self.damage_suspected:
-            return
-        self.damage_suspected = False
-        if self.writer.file_replaced():
+    def _check_index_file(self) -> None:
+        """Reopen an index file deleted or replaced under the writer (one stat per scan), and check
+        its integrity then or when a reader saw the index fail."""
+        replaced = self.writer.file_replaced()
+        if replaced:
             self._record_error(f"the index file {self.writer.db_path} was deleted or replaced while in use; reopening it")
             self.writer.reopen()
-        self.check_integrity()
+        if replaced or self.damage_suspected:
+            self.damage_suspected = False
+            self.check_integrity()
 
     def _scan_failed(self, exc: Exception) -> RefreshReply:
         problem = exc if isinstance(exc, OSError) else f"cannot write the index {self.writer.db_path}: {exc}"
