@@ -274,12 +274,12 @@ def build_server(daemon: Daemon) -> Any:
 
 
 def cmd_serve(config: ServerConfig, args: argparse.Namespace) -> int:
+    signal.signal(signal.SIGINT, _exit_on_interrupt)  # first: Ctrl-C must work from the start
     daemon = Daemon(config)
     server = build_server(daemon)
     daemon.start()
     if sys.stdin.isatty():
         logger.info("serving %s over MCP stdio; this is meant to be started by an MCP client (Ctrl-C stops)", config.source_directory)
-    signal.signal(signal.SIGINT, _exit_on_interrupt)
     server.run()
     daemon.stopping.set()
     return 0
