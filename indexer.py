@@ -1,9 +1,9 @@
 """What changed on disk, and bringing the index up to date in bounded, crash-safe batches.
 
-FileScanner compares the walk with what the index remembers. TextIndexer reads, decodes, splits
-and compresses files on a worker thread ahead of the writer (they overlap only where each side
-releases the GIL: file reads, zlib, SQLite's inserts) and writes each batch of files in one
-transaction: a kill at any instant leaves every file either fully old or fully new.
+FileScanner compares the walk with what the index remembers. TextIndexer has files read, decoded,
+split and compressed ahead of the writer (in loader processes when there are many, so that work
+runs beside SQLite's inserts instead of sharing one core through the GIL) and writes each batch
+of files in one transaction: a kill at any instant leaves every file either fully old or fully new.
 """
 
 from __future__ import annotations
