@@ -219,8 +219,6 @@ def _eligible_file(
 
 
 def _size_and_type_verdict(st: os.stat_result, file_filter: FileFilter) -> tuple[str, str] | None:
-    if st.st_size <= file_filter.max_size_bytes and stat.S_ISREG(st.st_mode):
-        return None
     if not stat.S_ISREG(st.st_mode):
         return ("not_regular_file", "")
     if st.st_size > file_filter.max_size_bytes:

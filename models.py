@@ -92,7 +92,7 @@ class LoadedFile:
     fallback_decoded: bool
     title: str
     sections: list[Section]
-    #: Each section's body compressed for storage; made on the reading thread, off the writer's path.
+    #: Each section's body compressed for storage; made by the loader, off the writer's path.
     compressed_bodies: list[bytes]
 
 
