@@ -9,6 +9,7 @@ One writer connection (the indexer's), any number of reader connections; WAL.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import sqlite3
@@ -174,10 +175,15 @@ class IndexWriter:
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
+        """One write transaction; if it changed anything, it also gives the index a new generation()."""
         with self.lock:
             self.conn.execute("BEGIN IMMEDIATE")
+            changes = self.conn.total_changes
             try:
                 yield
+                if self.conn.total_changes != changes:
+                    # Unique across index files too, so readers of a replaced file never look alike.
+                    self.set_meta("generation", f"{time.time_ns()}-{os.getpid()}")
             except BaseException:
                 self.conn.execute("ROLLBACK")
                 raise
@@ -381,10 +387,33 @@ def drop_reader(db_path: Path) -> None:
         entry[0].close()
 
 
+#: A rowid range [low, high) of sections_fts: the sections of a range of file ids.
+Span = tuple[int, int]
+EVERY_ROW: Span = (0, (1 << 63) - 1)
+
+
+def file_spans(conn: sqlite3.Connection, parts: int, min_files: int) -> list[Span]:
+    """``parts`` spans of about as many file ids each, covering every file; one span if the index
+    has fewer than ``min_files`` files (file ids are given in increasing order, so max(id) ~ count)."""
+    top = conn.execute("SELECT max(id) FROM files").fetchone()[0] or 0
+    if parts < 2 or top < min_files:
+        return [EVERY_ROW]
+    bounds = [0] + [section_id(top * k // parts, 0) for k in range(1, parts)] + [EVERY_ROW[1]]
+    return list(itertools.pairwise(bounds))
+
+
+def generation(conn: sqlite3.Connection) -> str | None:
+    """A value that changes with every committed write: equal on two connections means they read
+    the same index (compare inside their read transactions)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+    return row[0] if row else None
+
+
 def best_section_per_file(
-    conn: sqlite3.Connection, match: str, weights: Sequence[float], limit: int
+    conn: sqlite3.Connection, match: str, weights: Sequence[float], limit: int, span: Span = EVERY_ROW
 ) -> list[tuple[int, float]]:
-    """The best-ranked section of each of the top ``limit`` files: [(section rowid, bm25)], best first.
+    """The best-ranked section of each of the top ``limit`` files in ``span``: [(section rowid, bm25)],
+    best first.
 
     bm25() is negative, lower is better. First the best ``limit * CANDIDATE_SECTIONS_PER_FILE``
     sections are ranked (a bounded sort, no temporary table): a file's best section ranks above its
@@ -393,7 +422,11 @@ def best_section_per_file(
     matching section grouped by file.
     """
     candidates = limit * CANDIDATE_SECTIONS_PER_FILE
-    ranked = best_sections(conn, match, weights, candidates)
+    ranked = conn.execute(
+        "SELECT rowid, bm25(sections_fts, ?, ?, ?) AS score FROM sections_fts"
+        " WHERE sections_fts MATCH ? AND rowid >= ? AND rowid < ? ORDER BY score, rowid LIMIT ?",
+        (*weights, match, *span, candidates),
+    ).fetchall()
     best: dict[int, tuple[int, float]] = {}
     for rowid, score in ranked:
         best.setdefault(rowid >> SECTION_BITS, (rowid, score))
@@ -401,30 +434,30 @@ def best_section_per_file(
             return list(best.values())
     if len(ranked) < candidates:
         return list(best.values())  # every matching section was seen
+    return [(rowid, score) for rowid, score, _ in best_section_of_every_file(conn, match, weights, limit, span)]
+
+
+def best_section_of_every_file(
+    conn: sqlite3.Connection, match: str, weights: Sequence[float], limit: int, span: Span = EVERY_ROW
+) -> list[tuple[int, float, int]]:
+    """Like best_section_per_file, by grouping every matching section in ``span`` by file; each row
+    also holds how many files matched. One pass: for an expression that does most of its work
+    deciding which rows match (a phrase, several AND-ed words), this costs little more than counting."""
     # FTS5 refuses bm25() inside an aggregate; a materialized CTE computes it first.
-    rows = conn.execute(
+    return conn.execute(
         "WITH hits AS MATERIALIZED (SELECT rowid AS id, bm25(sections_fts, ?, ?, ?) AS score"
-        " FROM sections_fts WHERE sections_fts MATCH ?)"
-        f" SELECT id, min(score) AS best FROM hits GROUP BY id >> {SECTION_BITS} ORDER BY best LIMIT ?",
-        (*weights, match, limit),
-    ).fetchall()
-    return [(rowid, best_score) for rowid, best_score in rows]
-
-
-def best_sections(
-    conn: sqlite3.Connection, match: str, weights: Sequence[float], limit: int
-) -> list[tuple[int, float]]:
-    """The top ``limit`` sections regardless of file: [(section rowid, bm25)], best first."""
-    return conn.execute(
-        "SELECT rowid, bm25(sections_fts, ?, ?, ?) AS score FROM sections_fts WHERE sections_fts MATCH ?"
-        " ORDER BY score LIMIT ?",
-        (*weights, match, limit),
+        " FROM sections_fts WHERE sections_fts MATCH ? AND rowid >= ? AND rowid < ?),"
+        f" by_file AS MATERIALIZED (SELECT id, min(score) AS best FROM hits GROUP BY id >> {SECTION_BITS})"
+        " SELECT id, best, (SELECT count(*) FROM by_file) FROM by_file ORDER BY best, id LIMIT ?",
+        (*weights, match, *span, limit),
     ).fetchall()
 
 
-def count_matching_files(conn: sqlite3.Connection, match: str) -> int:
+def count_matching_files(conn: sqlite3.Connection, match: str, span: Span = EVERY_ROW) -> int:
     return conn.execute(
-        f"SELECT count(DISTINCT rowid >> {SECTION_BITS}) FROM sections_fts WHERE sections_fts MATCH ?", (match,)
+        f"SELECT count(DISTINCT rowid >> {SECTION_BITS}) FROM sections_fts"
+        " WHERE sections_fts MATCH ? AND rowid >= ? AND rowid < ?",
+        (match, *span),
     ).fetchone()[0]
 
 

@@ -15,13 +15,17 @@ question's own words. bench/relevance.py measures what each choice gives.
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
+import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TypeVar
 
 import database
 from exceptions import IndexUnavailableError, QueryError
@@ -47,6 +51,12 @@ FEEDBACK_MAX_FILES = 10_000
 FEEDBACK_MIN_CHARS = 3
 QUESTION_WEIGHT = 2
 SNIPPET_TOKENS = 32
+#: An index of at least PARALLEL_MIN_FILES files is ranked in SEARCH_PARTS spans of file ids at
+#: once, one thread and reader connection each (SQLite runs without the GIL): bm25 must score every
+#: matching section, so a word in most files costs time in proportion to the index; split in two on
+#: two cores it takes ~0.6x as long (bench/run.py).
+SEARCH_PARTS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+PARALLEL_MIN_FILES = 5_000
 _MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"  # private-use markers, replaced by ** after locating lines
 HIGHLIGHT = "**"
 
@@ -121,6 +131,9 @@ class MatchPlan:
     precise: str
     broad: str | None
     question: bool = False
+    #: ``precise`` needs several words together (AND-ed, or as a phrase): FTS5 then spends its time
+    #: deciding which rows match, so ranking and counting them are done in one pass.
+    intersects: bool = False
 
 
 def build_match(parsed: ParsedQuery) -> MatchPlan:
@@ -137,16 +150,20 @@ def build_match(parsed: ParsedQuery) -> MatchPlan:
         # as a phrase would give no credit for "two dimensions"). Its stopwords only add noise.
         parts = [_quote([w]) for t in content for w in t if w.lower() not in STOPWORDS] + required
         precise, broad = f"({' OR '.join(parts)})", None
+        intersects = False
     elif not content and len(terms) > MAX_AND_TERMS:
         # Only stopwords ("to be or not to be"): the exact phrase first, then all of the words.
         precise = " AND ".join(required + [_quote([w for t in terms for w in t])])
         broad = " AND ".join(required + [_quote(t) for t in terms])
+        intersects = True
     else:
-        quoted = [_quote(t) for t in content or terms]
+        chosen = content or terms
+        quoted = [_quote(t) for t in chosen]
         precise = " AND ".join(required + quoted)
         broad = " AND ".join(required + [f"({' OR '.join(quoted)})"]) if len(quoted) > 1 else None
+        intersects = len(required) + len(chosen) > 1 or bool(parsed.phrases) or any(len(t) > 1 for t in chosen)
     suffix = _exclusions(parsed)
-    return MatchPlan(f"({precise}){suffix}", f"({broad}){suffix}" if broad else None, question)
+    return MatchPlan(f"({precise}){suffix}", f"({broad}){suffix}" if broad else None, question, intersects)
 
 
 def feedback_match(parsed: ParsedQuery, feedback: Sequence[str]) -> str:
@@ -171,7 +188,9 @@ def search(db_path: Path, query: str, limit: int = 10, indexing: bool = False) -
     conn = database.reader(db_path)
     try:
         with database.snapshot(conn):
-            ranked, match, files_matched = _rank_question(conn, parsed, plan, limit) if plan.question else _rank_keywords(conn, plan, limit)
+            ranked, match, files_matched = (
+                _rank_question(db_path, conn, parsed, plan, limit) if plan.question else _rank_keywords(db_path, conn, plan, limit)
+            )
             sections = database.load_sections(conn, [rowid for rowid, _ in ranked])
             # Snippets highlight the user's own words; a file found only by some of the words or by
             # feedback words is shown with what matched it.
@@ -190,32 +209,29 @@ def search(db_path: Path, query: str, limit: int = 10, indexing: bool = False) -
 Ranking = tuple[list[tuple[int, float]], str, int]
 
 
-def _rank_keywords(conn: sqlite3.Connection, plan: MatchPlan, limit: int) -> Ranking:
-    ranked = [(rowid, -bm25) for rowid, bm25 in database.best_section_per_file(conn, plan.precise, COLUMN_WEIGHTS, limit)]
+def _rank_keywords(db_path: Path, conn: sqlite3.Connection, plan: MatchPlan, limit: int) -> Ranking:
+    best, files_matched = _best_files(db_path, conn, plan.precise, limit, plan.intersects)
+    ranked = [(rowid, -bm25) for rowid, bm25 in best]
     match = plan.precise
     if plan.broad and len(ranked) < limit:
         match = plan.broad
         seen = {database.file_id_of(rowid) for rowid, _ in ranked}
         floor = min((score for _, score in ranked), default=1.0)
-        extra = [
-            (rowid, -bm25)
-            for rowid, bm25 in database.best_section_per_file(conn, plan.broad, COLUMN_WEIGHTS, limit + len(ranked))
-            if database.file_id_of(rowid) not in seen
-        ][: limit - len(ranked)]
+        broad, files_matched = _best_files(db_path, conn, plan.broad, limit + len(ranked), False)
+        extra = [(rowid, -bm25) for rowid, bm25 in broad if database.file_id_of(rowid) not in seen][: limit - len(ranked)]
         top = max((score for _, score in extra), default=1.0) or 1.0
         ranked += [(rowid, floor * 0.9 * score / top) for rowid, score in extra]
-    files_matched = database.count_matching_files(conn, match) if len(ranked) >= limit else len(ranked)
     return ranked, match, files_matched
 
 
-def _rank_question(conn: sqlite3.Connection, parsed: ParsedQuery, plan: MatchPlan, limit: int) -> Ranking:
+def _rank_question(db_path: Path, conn: sqlite3.Connection, parsed: ParsedQuery, plan: MatchPlan, limit: int) -> Ranking:
     """bm25 over the question's words; then, if few enough files matched, with feedback words too.
 
     The question is scored once into a temporary table; the feedback pass reads only the feedback
     words' doclists and adds their scores (see database.best_with_feedback)."""
-    files_matched = database.count_matching_files(conn, plan.precise)
+    files_matched = sum(_over_parts(db_path, conn, lambda c, span: database.count_matching_files(c, plan.precise, span)))
     if files_matched > FEEDBACK_MAX_FILES:
-        ranked = database.best_section_per_file(conn, plan.precise, COLUMN_WEIGHTS, limit)
+        ranked, _ = _best_files(db_path, conn, plan.precise, limit, False)
         return [(rowid, -bm25) for rowid, bm25 in ranked], plan.precise, files_matched
     database.score_question(conn, plan.precise, COLUMN_WEIGHTS)
     first = database.best_question_hits(conn, max(limit, FEEDBACK_FILES))
@@ -225,6 +241,67 @@ def _rank_question(conn: sqlite3.Connection, parsed: ParsedQuery, plan: MatchPla
     match = feedback_match(parsed, feedback)
     ranked = database.best_with_feedback(conn, match, COLUMN_WEIGHTS, QUESTION_WEIGHT, limit)
     return [(rowid, -bm25) for rowid, bm25 in ranked], match, files_matched
+
+
+def _best_files(db_path: Path, conn: sqlite3.Connection, match: str, limit: int, one_pass: bool) -> tuple[list[tuple[int, float]], int]:
+    """The best section of each of the top ``limit`` files [(rowid, bm25)], best first, and how
+    many files match. ``one_pass``: rank by grouping every match, which counts them on the way."""
+
+    def in_span(part: sqlite3.Connection, span: database.Span) -> tuple[list[tuple[int, float]], int]:
+        if one_pass:
+            rows = database.best_section_of_every_file(part, match, COLUMN_WEIGHTS, limit, span)
+            return [(rowid, bm25) for rowid, bm25, _ in rows], rows[0][2] if rows else 0
+        best = database.best_section_per_file(part, match, COLUMN_WEIGHTS, limit, span)
+        return best, database.count_matching_files(part, match, span) if len(best) >= limit else len(best)
+
+    parts = _over_parts(db_path, conn, in_span)
+    merged = sorted((hit for best, _ in parts for hit in best), key=lambda hit: (hit[1], hit[0]))
+    return merged[:limit], sum(count for _, count in parts)
+
+
+T = TypeVar("T")
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _over_parts(db_path: Path, conn: sqlite3.Connection, work: Callable[[sqlite3.Connection, database.Span], T]) -> list[T]:
+    """``work(connection, span)`` for each span of a large index at once, else for the whole index.
+
+    ``conn`` is inside the caller's snapshot; the other spans run on other threads' connections, in
+    their own read transactions. If any of them sees another generation of the index (a write landed
+    in between), their answers are dropped and the whole index is ranked on ``conn`` instead.
+    """
+    spans = database.file_spans(conn, SEARCH_PARTS, PARALLEL_MIN_FILES)
+    if len(spans) > 1:
+        seen = database.generation(conn)
+        futures = [_parts_pool().submit(_work_in_span, db_path, seen, work, span) for span in spans[1:]]
+        results = [work(conn, spans[0])] + [future.result() for future in futures]
+        if all(result is not _OTHER_GENERATION for result in results):
+            return results
+    return [work(conn, database.EVERY_ROW)]
+
+
+_OTHER_GENERATION = object()
+
+
+def _work_in_span(db_path: Path, expected: str | None, work: Callable[[sqlite3.Connection, database.Span], T], span: database.Span):
+    conn = database.reader(db_path)
+    try:
+        with database.snapshot(conn):
+            if database.generation(conn) != expected:
+                return _OTHER_GENERATION
+            return work(conn, span)
+    except sqlite3.Error:
+        database.drop_reader(db_path)
+        raise
+
+
+def _parts_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=SEARCH_PARTS - 1, thread_name_prefix="search-part")
+        return _pool
 
 
 def feedback_words(conn: sqlite3.Connection, top: list[tuple[int, float]], parsed: ParsedQuery) -> list[str]:

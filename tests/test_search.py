@@ -41,6 +41,18 @@ def test_user_text_becomes_a_quoted_expression(query: str, precise: str, broad: 
     assert (plan.precise, plan.broad) == (precise, broad)
 
 
+@pytest.mark.parametrize(
+    ("query", "intersects"),
+    [
+        ("firewall", False), ("config*", False), ("apples -pears", False),
+        ("firewall port", True), ('"open port"', True), ("e-mail", True), ("config* port", True),
+        ("to be or not to be", True), ("how would one open a port in the firewall at night?", False),
+    ],
+)
+def test_a_plan_knows_when_its_precise_expression_needs_several_words_together(query: str, intersects: bool) -> None:
+    assert build_match(parse_query(query)).intersects is intersects
+
+
 @pytest.mark.parametrize("query", ["", "   ", "!!!", "\"\"", "*", "-", "🙂🙂", "\x00\n\t", "---"])
 def test_queries_without_words_are_a_clear_error(query: str) -> None:
     with pytest.raises(QueryError, match="no words to search for"):

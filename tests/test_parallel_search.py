@@ -1,0 +1,117 @@
+"""Ranking a large index in spans of file ids on several threads gives exactly the answer of
+ranking it whole, and never mixes two versions of the index."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from pathlib import Path
+
+import pytest
+
+import database
+import search
+from database import IndexWriter
+from indexer import TextIndexer
+from tests.conftest import write
+
+VOCABULARY = "alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega".split()
+
+
+@pytest.fixture
+def many_files(source: Path, indexer: TextIndexer) -> Path:
+    """60 files of Zipf-ish words; some long enough for several sections; some exact duplicates,
+    so that equal scores have to be ordered the same way by both ways of ranking."""
+    rng = random.Random(7)
+    weights = [1 / (rank + 1) for rank in range(len(VOCABULARY))]
+    for n in range(50):
+        paragraphs = 80 if n % 10 == 0 else 3
+        text = "\n\n".join(
+            f"## part {p}\n\n" + " ".join(rng.choices(VOCABULARY, weights, k=40)) + (" rare words here" if n == 17 else "")
+            for p in range(paragraphs)
+        )
+        write(source, f"dir{n % 4}/file{n:02d}.md", f"# File {n}\n\n{text}\n")
+    for n in range(10):
+        write(source, f"copies/copy{n}.md", "# Same\n\nalpha beta alpha gamma\n")
+    indexer.scan()
+    return indexer.config.db_path
+
+
+QUERIES = [
+    "alpha",  # in nearly every file
+    "omega",
+    "alpha beta",  # AND-ed, counted in one pass
+    '"alpha beta"',  # a phrase
+    "sig*",
+    "rare zeta",  # AND finds one file: files with only some of the words fill up
+    "alpha -omega",
+    "what is the meaning of lambda theta kappa and sigma?",  # a question
+    "nothingmatches",
+]
+
+
+@pytest.mark.parametrize("query", QUERIES)
+@pytest.mark.parametrize("limit", [1, 7, 100])
+def test_ranking_in_parts_gives_the_answer_of_ranking_the_whole_index(
+    many_files: Path, monkeypatch: pytest.MonkeyPatch, query: str, limit: int
+) -> None:
+    whole = search.search(many_files, query, limit)
+    monkeypatch.setattr(search, "PARALLEL_MIN_FILES", 0)
+    monkeypatch.setattr(search, "SEARCH_PARTS", 3)
+    in_parts = search.search(many_files, query, limit)
+    assert in_parts == whole
+    if query != "nothingmatches":
+        assert whole["results"]
+
+
+def test_a_question_matching_many_files_is_ranked_in_parts_too(many_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(search, "FEEDBACK_MAX_FILES", 0)  # take the no-feedback path for a question
+    query = QUERIES[7]
+    whole = search.search(many_files, query, 10)
+    monkeypatch.setattr(search, "PARALLEL_MIN_FILES", 0)
+    monkeypatch.setattr(search, "SEARCH_PARTS", 4)
+    assert search.search(many_files, query, 10) == whole
+    assert whole["files_matched"] > 10
+
+
+def test_spans_cover_every_file_once(many_files: Path) -> None:
+    conn = database.reader(many_files)
+    spans = database.file_spans(conn, 3, 0)
+    assert len(spans) == 3
+    assert spans[0][0] == 0 and spans[-1][1] == database.EVERY_ROW[1]
+    assert all(low < high == next_low for (low, high), (next_low, _) in itertools.pairwise(spans))
+    ids = [row[0] for row in conn.execute("SELECT id FROM sections")]
+    assert sorted(ids) == sorted(i for low, high in spans for i in ids if low <= i < high)
+    assert database.file_spans(conn, 3, 1_000) == [database.EVERY_ROW]  # a small index: one span
+
+
+def test_parts_that_see_a_newer_index_are_dropped_for_one_ranking_of_the_callers_snapshot(
+    many_files: Path, source: Path, indexer: TextIndexer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search, "PARALLEL_MIN_FILES", 0)
+    monkeypatch.setattr(search, "SEARCH_PARTS", 3)
+    conn = database.reader(many_files)
+
+    def count(part, span: database.Span) -> int:
+        return database.count_matching_files(part, '("fresh")', span)
+
+    with database.snapshot(conn):
+        assert database.count_matching_files(conn, '("fresh")') == 0
+        write(source, "dir0/new.md", "# New\n\nfresh words\n")
+        indexer.scan()  # commits while the caller's snapshot is open: other threads see the new file
+        assert search._over_parts(many_files, conn, count) == [0]  # one answer, from the caller's snapshot
+    assert sum(search._over_parts(many_files, conn, count)) == 1  # a new snapshot, in parts again
+    assert len(search._over_parts(many_files, conn, count)) == 3
+
+
+def test_generation_changes_with_every_transaction_that_writes(many_files: Path, indexer: TextIndexer) -> None:
+    conn = database.reader(many_files)
+    before = database.generation(conn)
+    assert before is not None
+    writer: IndexWriter = indexer.writer
+    with writer.transaction():
+        pass
+    assert database.generation(conn) == before
+    with writer.transaction():
+        writer.set_meta("note", "x")
+    assert database.generation(conn) != before
