@@ -392,14 +392,28 @@ Span = tuple[int, int]
 EVERY_ROW: Span = (0, (1 << 63) - 1)
 
 
-def file_spans(conn: sqlite3.Connection, parts: int, min_files: int) -> list[Span]:
-    """``parts`` spans of about as many file ids each, covering every file; one span if the index
-    has fewer than ``min_files`` files (file ids are given in increasing order, so max(id) ~ count)."""
-    top = conn.execute("SELECT max(id) FROM files").fetchone()[0] or 0
-    if parts < 2 or top < min_files:
+def file_spans(conn: sqlite3.Connection, parts: int) -> list[Span]:
+    """``parts`` spans of about as many file ids each, covering every file (file ids are given in
+    increasing order, so max(id) is about the number of files ever indexed)."""
+    top = _top_file_id(conn)
+    if parts < 2 or top < parts:
         return [EVERY_ROW]
     bounds = [0] + [section_id(top * k // parts, 0) for k in range(1, parts)] + [EVERY_ROW[1]]
     return list(itertools.pairwise(bounds))
+
+
+def estimated_matching_rows(conn: sqlite3.Connection, match: str, sample: int) -> int:
+    """Sections matching ``match``, estimated by counting them in the first 1/``sample`` of file ids."""
+    top = _top_file_id(conn)
+    sampled = top // sample + 1
+    rows = conn.execute(
+        "SELECT count(*) FROM sections_fts WHERE sections_fts MATCH ? AND rowid < ?", (match, section_id(sampled, 0))
+    ).fetchone()[0]
+    return rows * top // sampled
+
+
+def _top_file_id(conn: sqlite3.Connection) -> int:
+    return conn.execute("SELECT max(id) FROM files").fetchone()[0] or 0
 
 
 def generation(conn: sqlite3.Connection) -> str | None:

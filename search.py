@@ -51,12 +51,14 @@ FEEDBACK_MAX_FILES = 10_000
 FEEDBACK_MIN_CHARS = 3
 QUESTION_WEIGHT = 2
 SNIPPET_TOKENS = 32
-#: An index of at least PARALLEL_MIN_FILES files is ranked in SEARCH_PARTS spans of file ids at
-#: once, one thread and reader connection each (SQLite runs without the GIL): bm25 must score every
-#: matching section, so a word in most files costs time in proportion to the index; split in two on
-#: two cores it takes ~0.6x as long (bench/run.py).
+#: A query matching about PARALLEL_MIN_ROWS sections or more is ranked in SEARCH_PARTS spans of file
+#: ids at once, one thread and reader connection each (SQLite runs without the GIL): bm25 must score
+#: every matching section, so a word in most files costs time in proportion to the index. Fewer
+#: matches are not worth the threads' hand-offs. The number is estimated by counting the matches in
+#: the first 1/PARALLEL_SAMPLE of file ids.
 SEARCH_PARTS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-PARALLEL_MIN_FILES = 5_000
+PARALLEL_MIN_ROWS = 20_000
+PARALLEL_SAMPLE = 32
 _MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"  # private-use markers, replaced by ** after locating lines
 HIGHLIGHT = "**"
 
@@ -229,7 +231,7 @@ def _rank_question(db_path: Path, conn: sqlite3.Connection, parsed: ParsedQuery,
 
     The question is scored once into a temporary table; the feedback pass reads only the feedback
     words' doclists and adds their scores (see database.best_with_feedback)."""
-    files_matched = sum(_over_parts(db_path, conn, lambda c, span: database.count_matching_files(c, plan.precise, span)))
+    files_matched = sum(_over_parts(db_path, conn, plan.precise, lambda c, span: database.count_matching_files(c, plan.precise, span)))
     if files_matched > FEEDBACK_MAX_FILES:
         ranked, _ = _best_files(db_path, conn, plan.precise, limit, False)
         return [(rowid, -bm25) for rowid, bm25 in ranked], plan.precise, files_matched
@@ -254,7 +256,7 @@ def _best_files(db_path: Path, conn: sqlite3.Connection, match: str, limit: int,
         best = database.best_section_per_file(part, match, COLUMN_WEIGHTS, limit, span)
         return best, database.count_matching_files(part, match, span) if len(best) >= limit else len(best)
 
-    parts = _over_parts(db_path, conn, in_span)
+    parts = _over_parts(db_path, conn, match, in_span)
     merged = sorted((hit for best, _ in parts for hit in best), key=lambda hit: (hit[1], hit[0]))
     return merged[:limit], sum(count for _, count in parts)
 
@@ -264,15 +266,20 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
-def _over_parts(db_path: Path, conn: sqlite3.Connection, work: Callable[[sqlite3.Connection, database.Span], T]) -> list[T]:
-    """``work(connection, span)`` for each span of a large index at once, else for the whole index.
+def _over_parts(
+    db_path: Path, conn: sqlite3.Connection, match: str, work: Callable[[sqlite3.Connection, database.Span], T]
+) -> list[T]:
+    """``work(connection, span)`` for each span of the index at once if ``match`` matches many
+    sections (see PARALLEL_MIN_ROWS), else for the whole index.
 
     ``conn`` is inside the caller's snapshot; the other spans run on other threads' connections, in
     their own read transactions. If any of them sees another generation of the index (a write landed
     in between), their answers are dropped and the whole index is ranked on ``conn`` instead.
     """
-    spans = database.file_spans(conn, SEARCH_PARTS, PARALLEL_MIN_FILES)
-    if len(spans) > 1:
+    # A prefix* term gathers all its words' doclists before the first row, in each part again, and
+    # as much for a sample as for the whole: such a query is ranked on one connection.
+    spans = database.file_spans(conn, SEARCH_PARTS) if "*" not in match else [database.EVERY_ROW]
+    if len(spans) > 1 and database.estimated_matching_rows(conn, match, PARALLEL_SAMPLE) >= PARALLEL_MIN_ROWS:
         seen = database.generation(conn)
         futures = [_parts_pool().submit(_work_in_span, db_path, seen, work, span) for span in spans[1:]]
         results = [work(conn, spans[0])] + [future.result() for future in futures]

@@ -56,7 +56,7 @@ def test_ranking_in_parts_gives_the_answer_of_ranking_the_whole_index(
     many_files: Path, monkeypatch: pytest.MonkeyPatch, query: str, limit: int
 ) -> None:
     whole = search.search(many_files, query, limit)
-    monkeypatch.setattr(search, "PARALLEL_MIN_FILES", 0)
+    monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", 0)
     monkeypatch.setattr(search, "SEARCH_PARTS", 3)
     in_parts = search.search(many_files, query, limit)
     assert in_parts == whole
@@ -68,7 +68,7 @@ def test_a_question_matching_many_files_is_ranked_in_parts_too(many_files: Path,
     monkeypatch.setattr(search, "FEEDBACK_MAX_FILES", 0)  # take the no-feedback path for a question
     query = QUERIES[7]
     whole = search.search(many_files, query, 10)
-    monkeypatch.setattr(search, "PARALLEL_MIN_FILES", 0)
+    monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", 0)
     monkeypatch.setattr(search, "SEARCH_PARTS", 4)
     assert search.search(many_files, query, 10) == whole
     assert whole["files_matched"] > 10
@@ -76,19 +76,39 @@ def test_a_question_matching_many_files_is_ranked_in_parts_too(many_files: Path,
 
 def test_spans_cover_every_file_once(many_files: Path) -> None:
     conn = database.reader(many_files)
-    spans = database.file_spans(conn, 3, 0)
+    spans = database.file_spans(conn, 3)
     assert len(spans) == 3
     assert spans[0][0] == 0 and spans[-1][1] == database.EVERY_ROW[1]
     assert all(low < high == next_low for (low, high), (next_low, _) in itertools.pairwise(spans))
     ids = [row[0] for row in conn.execute("SELECT id FROM sections")]
     assert sorted(ids) == sorted(i for low, high in spans for i in ids if low <= i < high)
-    assert database.file_spans(conn, 3, 1_000) == [database.EVERY_ROW]  # a small index: one span
+    assert database.file_spans(conn, 1) == [database.EVERY_ROW]
+
+
+def test_only_queries_estimated_to_match_many_sections_are_ranked_in_parts(
+    many_files: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search, "SEARCH_PARTS", 3)
+    conn = database.reader(many_files)
+    rows = conn.execute("SELECT count(*) FROM sections_fts WHERE sections_fts MATCH 'alpha'").fetchone()[0]
+    assert rows / 2 < database.estimated_matching_rows(conn, '("alpha")', 4) < rows * 2
+    estimate = database.estimated_matching_rows(conn, '("alpha")', search.PARALLEL_SAMPLE)
+    assert database.estimated_matching_rows(conn, '("nothingmatches")', 4) == 0
+
+    def files(part, span: database.Span) -> int:
+        return database.count_matching_files(part, '("alpha")', span)
+
+    monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", estimate + 1)
+    assert len(search._over_parts(many_files, conn, '("alpha")', files)) == 1
+    monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", estimate)
+    parts = search._over_parts(many_files, conn, '("alpha")', files)
+    assert len(parts) == 3 and sum(parts) == database.count_matching_files(conn, '("alpha")')
 
 
 def test_parts_that_see_a_newer_index_are_dropped_for_one_ranking_of_the_callers_snapshot(
     many_files: Path, source: Path, indexer: TextIndexer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(search, "PARALLEL_MIN_FILES", 0)
+    monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", 0)
     monkeypatch.setattr(search, "SEARCH_PARTS", 3)
     conn = database.reader(many_files)
 
@@ -99,9 +119,9 @@ def test_parts_that_see_a_newer_index_are_dropped_for_one_ranking_of_the_callers
         assert database.count_matching_files(conn, '("fresh")') == 0
         write(source, "dir0/new.md", "# New\n\nfresh words\n")
         indexer.scan()  # commits while the caller's snapshot is open: other threads see the new file
-        assert search._over_parts(many_files, conn, count) == [0]  # one answer, from the caller's snapshot
-    assert sum(search._over_parts(many_files, conn, count)) == 1  # a new snapshot, in parts again
-    assert len(search._over_parts(many_files, conn, count)) == 3
+        assert search._over_parts(many_files, conn, '("fresh")', count) == [0]  # one answer, from the caller's snapshot
+    assert sum(search._over_parts(many_files, conn, '("fresh")', count)) == 1  # a new snapshot, in parts again
+    assert len(search._over_parts(many_files, conn, '("fresh")', count)) == 3
 
 
 def test_generation_changes_with_every_transaction_that_writes(many_files: Path, indexer: TextIndexer) -> None:
