@@ -10,6 +10,7 @@ One writer connection (the indexer's), any number of reader connections; WAL.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import os
 import sqlite3
@@ -477,20 +478,19 @@ def count_matching_files(conn: sqlite3.Connection, match: str, span: Span = EVER
 
 def load_sections(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, dict[str, object]]:
     """Text and location of the given sections, with their file's path, title and mtime."""
-    found: dict[int, dict[str, object]] = {}
-    for rowid in rowids:
-        row = conn.execute(
-            "SELECT s.start_line, s.end_line, s.heading, s.body, f.path, f.title, f.mtime_ns"
-            " FROM sections AS s JOIN files AS f ON f.id = ? WHERE s.id = ?",
-            (file_id_of(rowid), rowid),
-        ).fetchone()
-        if row is not None:
-            start, end, heading, body, path, title, mtime_ns = row
-            found[rowid] = {
-                "start_line": start, "end_line": end, "heading": heading, "body": decompress(body),
-                "path": path, "title": title, "mtime_ns": mtime_ns,
-            }
-    return found
+    rows = conn.execute(
+        "SELECT s.id, s.start_line, s.end_line, s.heading, s.body, f.path, f.title, f.mtime_ns"
+        f" FROM sections AS s JOIN files AS f ON f.id = s.id >> {SECTION_BITS}"
+        " WHERE s.id IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(rowids)),),
+    )
+    return {
+        rowid: {
+            "start_line": start, "end_line": end, "heading": heading, "body": decompress(body),
+            "path": path, "title": title, "mtime_ns": mtime_ns,
+        }
+        for rowid, start, end, heading, body, path, title, mtime_ns in rows
+    }
 
 
 def snippets(
