@@ -183,7 +183,7 @@ class IndexWriter:
             try:
                 yield
                 if self.conn.total_changes != changes:
-                    # Unique across index files too, so readers of a replaced file never look alike.
+                    # Unique across index files too: readers of a replaced file see another value.
                     self.set_meta("generation", f"{time.time_ns()}-{os.getpid()}")
             except BaseException:
                 self.conn.execute("ROLLBACK")
@@ -404,11 +404,12 @@ def file_spans(conn: sqlite3.Connection, parts: int) -> list[Span]:
 
 
 def estimated_matching_rows(conn: sqlite3.Connection, match: str, sample: int) -> int:
-    """Sections matching ``match``, estimated by counting them in the first 1/``sample`` of file ids."""
+    """Sections matching ``match``, estimated by counting them in the first 1/``sample`` of file ids
+    (ids start at 1)."""
     top = _top_file_id(conn)
     sampled = top // sample + 1
     rows = conn.execute(
-        "SELECT count(*) FROM sections_fts WHERE sections_fts MATCH ? AND rowid < ?", (match, section_id(sampled, 0))
+        "SELECT count(*) FROM sections_fts WHERE sections_fts MATCH ? AND rowid < ?", (match, section_id(sampled + 1, 0))
     ).fetchone()[0]
     return rows * top // sampled
 

@@ -163,7 +163,7 @@ def build_match(parsed: ParsedQuery) -> MatchPlan:
         quoted = [_quote(t) for t in chosen]
         precise = " AND ".join(required + quoted)
         broad = " AND ".join(required + [f"({' OR '.join(quoted)})"]) if len(quoted) > 1 else None
-        intersects = len(required) + len(chosen) > 1 or bool(parsed.phrases) or any(len(t) > 1 for t in chosen)
+        intersects = len(required) + len(chosen) > 1 or any(len(t) > 1 for t in chosen + parsed.phrases)
     suffix = _exclusions(parsed)
     return MatchPlan(f"({precise}){suffix}", f"({broad}){suffix}" if broad else None, question, intersects)
 
@@ -212,14 +212,14 @@ Ranking = tuple[list[tuple[int, float]], str, int]
 
 
 def _rank_keywords(db_path: Path, conn: sqlite3.Connection, plan: MatchPlan, limit: int) -> Ranking:
-    best, files_matched = _best_files(db_path, conn, plan.precise, limit, plan.intersects)
+    best, files_matched = _best_files(db_path, conn, plan.precise, limit, one_pass=plan.intersects)
     ranked = [(rowid, -bm25) for rowid, bm25 in best]
     match = plan.precise
     if plan.broad and len(ranked) < limit:
         match = plan.broad
         seen = {database.file_id_of(rowid) for rowid, _ in ranked}
         floor = min((score for _, score in ranked), default=1.0)
-        broad, files_matched = _best_files(db_path, conn, plan.broad, limit + len(ranked), False)
+        broad, files_matched = _best_files(db_path, conn, plan.broad, limit + len(ranked), one_pass=False)
         extra = [(rowid, -bm25) for rowid, bm25 in broad if database.file_id_of(rowid) not in seen][: limit - len(ranked)]
         top = max((score for _, score in extra), default=1.0) or 1.0
         ranked += [(rowid, floor * 0.9 * score / top) for rowid, score in extra]
@@ -231,9 +231,13 @@ def _rank_question(db_path: Path, conn: sqlite3.Connection, parsed: ParsedQuery,
 
     The question is scored once into a temporary table; the feedback pass reads only the feedback
     words' doclists and adds their scores (see database.best_with_feedback)."""
-    files_matched = sum(_over_parts(db_path, conn, plan.precise, lambda c, span: database.count_matching_files(c, plan.precise, span)))
+
+    def count_in_span(part: sqlite3.Connection, span: database.Span) -> int:
+        return database.count_matching_files(part, plan.precise, span)
+
+    files_matched = sum(_over_parts(db_path, conn, plan.precise, count_in_span))
     if files_matched > FEEDBACK_MAX_FILES:
-        ranked, _ = _best_files(db_path, conn, plan.precise, limit, False)
+        ranked, _ = _best_files(db_path, conn, plan.precise, limit, one_pass=False, count=False)
         return [(rowid, -bm25) for rowid, bm25 in ranked], plan.precise, files_matched
     database.score_question(conn, plan.precise, COLUMN_WEIGHTS)
     first = database.best_question_hits(conn, max(limit, FEEDBACK_FILES))
@@ -245,42 +249,46 @@ def _rank_question(db_path: Path, conn: sqlite3.Connection, parsed: ParsedQuery,
     return [(rowid, -bm25) for rowid, bm25 in ranked], match, files_matched
 
 
-def _best_files(db_path: Path, conn: sqlite3.Connection, match: str, limit: int, one_pass: bool) -> tuple[list[tuple[int, float]], int]:
+def _best_files(
+    db_path: Path, conn: sqlite3.Connection, match: str, limit: int, *, one_pass: bool, count: bool = True
+) -> tuple[list[tuple[int, float]], int]:
     """The best section of each of the top ``limit`` files [(rowid, bm25)], best first, and how
-    many files match. ``one_pass``: rank by grouping every match, which counts them on the way."""
+    many files match (if ``count``, else at least how many were returned). ``one_pass``: rank by
+    grouping every match, which counts them on the way."""
 
     def in_span(part: sqlite3.Connection, span: database.Span) -> tuple[list[tuple[int, float]], int]:
         if one_pass:
             rows = database.best_section_of_every_file(part, match, COLUMN_WEIGHTS, limit, span)
             return [(rowid, bm25) for rowid, bm25, _ in rows], rows[0][2] if rows else 0
         best = database.best_section_per_file(part, match, COLUMN_WEIGHTS, limit, span)
-        return best, database.count_matching_files(part, match, span) if len(best) >= limit else len(best)
+        return best, database.count_matching_files(part, match, span) if count and len(best) >= limit else len(best)
 
     parts = _over_parts(db_path, conn, match, in_span)
     merged = sorted((hit for best, _ in parts for hit in best), key=lambda hit: (hit[1], hit[0]))
     return merged[:limit], sum(count for _, count in parts)
 
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
 def _over_parts(
-    db_path: Path, conn: sqlite3.Connection, match: str, work: Callable[[sqlite3.Connection, database.Span], T]
-) -> list[T]:
+    db_path: Path, conn: sqlite3.Connection, match: str, work: Callable[[sqlite3.Connection, database.Span], _T]
+) -> list[_T]:
     """``work(connection, span)`` for each span of the index at once if ``match`` matches many
     sections (see PARALLEL_MIN_ROWS), else for the whole index.
 
     ``conn`` is inside the caller's snapshot; the other spans run on other threads' connections, in
     their own read transactions. If any of them sees another generation of the index (a write landed
-    in between), their answers are dropped and the whole index is ranked on ``conn`` instead.
+    in between, or the file was replaced) or cannot open it, their answers are dropped and the whole
+    index is ranked on ``conn`` instead. An index with no generation yet is never split.
     """
     # A prefix* term gathers all its words' doclists before the first row, in each part again, and
     # as much for a sample as for the whole: such a query is ranked on one connection.
     spans = database.file_spans(conn, SEARCH_PARTS) if "*" not in match else [database.EVERY_ROW]
-    if len(spans) > 1 and database.estimated_matching_rows(conn, match, PARALLEL_SAMPLE) >= PARALLEL_MIN_ROWS:
-        seen = database.generation(conn)
+    seen = database.generation(conn) if len(spans) > 1 else None
+    if seen is not None and database.estimated_matching_rows(conn, match, PARALLEL_SAMPLE) >= PARALLEL_MIN_ROWS:
         futures = [_parts_pool().submit(_work_in_span, db_path, seen, work, span) for span in spans[1:]]
         results = [work(conn, spans[0])] + [future.result() for future in futures]
         if all(result is not _OTHER_GENERATION for result in results):
@@ -291,8 +299,13 @@ def _over_parts(
 _OTHER_GENERATION = object()
 
 
-def _work_in_span(db_path: Path, expected: str | None, work: Callable[[sqlite3.Connection, database.Span], T], span: database.Span):
-    conn = database.reader(db_path)
+def _work_in_span(
+    db_path: Path, expected: str, work: Callable[[sqlite3.Connection, database.Span], _T], span: database.Span
+) -> _T | object:
+    try:
+        conn = database.reader(db_path)
+    except IndexUnavailableError:  # deleted or replaced since the caller's snapshot began
+        return _OTHER_GENERATION
     try:
         with database.snapshot(conn):
             if database.generation(conn) != expected:

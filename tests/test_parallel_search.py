@@ -20,8 +20,8 @@ VOCABULARY = "alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega
 
 @pytest.fixture
 def many_files(source: Path, indexer: TextIndexer) -> Path:
-    """60 files of Zipf-ish words; some long enough for several sections; some exact duplicates,
-    so that equal scores have to be ordered the same way by both ways of ranking."""
+    """60 files of Zipf-ish words; some long enough for several sections; exact duplicates spread
+    over the folders (so over the spans), whose equal scores must be ordered alike by both ways."""
     rng = random.Random(7)
     weights = [1 / (rank + 1) for rank in range(len(VOCABULARY))]
     for n in range(50):
@@ -32,7 +32,7 @@ def many_files(source: Path, indexer: TextIndexer) -> Path:
         )
         write(source, f"dir{n % 4}/file{n:02d}.md", f"# File {n}\n\n{text}\n")
     for n in range(10):
-        write(source, f"copies/copy{n}.md", "# Same\n\nalpha beta alpha gamma\n")
+        write(source, f"dir{n % 4}/copy{n}.md", "# Same\n\nalpha beta alpha gamma copyword\n")
     indexer.scan()
     return indexer.config.db_path
 
@@ -46,6 +46,7 @@ QUERIES = [
     "rare zeta",  # AND finds one file: files with only some of the words fill up
     "alpha -omega",
     "what is the meaning of lambda theta kappa and sigma?",  # a question
+    "copyword",  # ten files with equal scores
     "nothingmatches",
 ]
 
@@ -66,8 +67,12 @@ def test_ranking_in_parts_gives_the_answer_of_ranking_the_whole_index(
 
 def test_a_question_matching_many_files_is_ranked_in_parts_too(many_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(search, "FEEDBACK_MAX_FILES", 0)  # take the no-feedback path for a question
+    counts = []
+    real = database.count_matching_files
+    monkeypatch.setattr(database, "count_matching_files", lambda *args: counts.append(args) or real(*args))
     query = QUERIES[7]
     whole = search.search(many_files, query, 10)
+    assert len(counts) == 1  # counted once, not again while ranking
     monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", 0)
     monkeypatch.setattr(search, "SEARCH_PARTS", 4)
     assert search.search(many_files, query, 10) == whole
@@ -135,3 +140,63 @@ def test_generation_changes_with_every_transaction_that_writes(many_files: Path,
     with writer.transaction():
         writer.set_meta("note", "x")
     assert database.generation(conn) != before
+
+
+def test_the_fallback_that_groups_every_section_by_file_is_ranked_in_parts_too(
+    many_files: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(database, "CANDIDATE_SECTIONS_PER_FILE", 1)  # candidates then rarely hold enough files
+    grouped = []
+    real = database.best_section_of_every_file
+
+    def spy(*args, **kwargs):
+        grouped.append(args[-1] if len(args) > 4 else database.EVERY_ROW)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(database, "best_section_of_every_file", spy)
+    whole = search.search(many_files, "alpha", 7)
+    assert grouped == [database.EVERY_ROW]
+    monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", 0)
+    monkeypatch.setattr(search, "SEARCH_PARTS", 3)
+    assert search.search(many_files, "alpha", 7) == whole
+    assert len(grouped) > 1 and database.EVERY_ROW not in grouped[1:]
+
+
+@pytest.mark.parametrize("match", ['("alpha")', '("alpha" AND "beta")', '("alpha beta")', '("copyword")', '("omega")'])
+@pytest.mark.parametrize("limit", [1, 7, 100])
+def test_one_pass_ranking_equals_ranking_candidates_first(many_files: Path, match: str, limit: int) -> None:
+    conn = database.reader(many_files)
+    one_pass = database.best_section_of_every_file(conn, match, search.COLUMN_WEIGHTS, limit)
+    assert [(rowid, score) for rowid, score, _ in one_pass] == database.best_section_per_file(
+        conn, match, search.COLUMN_WEIGHTS, limit
+    )
+    assert {count for _, _, count in one_pass} == {database.count_matching_files(conn, match)}
+
+
+def test_parts_that_cannot_open_the_index_are_dropped(many_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", 0)
+    monkeypatch.setattr(search, "SEARCH_PARTS", 3)
+    conn = database.reader(many_files)
+    expected = database.count_matching_files(conn, '("alpha")')
+
+    def count(part, span: database.Span) -> int:
+        return database.count_matching_files(part, '("alpha")', span)
+
+    with database.snapshot(conn):
+        many_files.rename(many_files.with_name("moved.sqlite3"))  # the open connection still reads it
+        assert search._over_parts(many_files, conn, '("alpha")', count) == [expected]
+
+
+def test_an_index_without_a_generation_is_never_split(many_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", 0)
+    monkeypatch.setattr(search, "SEARCH_PARTS", 3)
+    conn = database.reader(many_files)
+
+    def count(part, span: database.Span) -> int:
+        return database.count_matching_files(part, '("alpha")', span)
+
+    assert len(search._over_parts(many_files, conn, '("alpha")', count)) == 3
+    other = database.connect(many_files)  # as an index written before generations existed
+    other.execute("DELETE FROM meta WHERE key = 'generation'")
+    other.close()
+    assert search._over_parts(many_files, conn, '("alpha")', count) == [database.count_matching_files(conn, '("alpha")')]
