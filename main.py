@@ -237,9 +237,9 @@ def build_server(daemon: Daemon) -> Any:
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
     def search(query: str, limit: int = 10) -> SearchReply:
         """Full-text search of the indexed files. Returns the best-matching section of each file
-        (at most `limit` files, 1-100): path, title, heading, snippet (matches in **bold**), score
-        (higher is better), line_start/line_end, last_modified. Accepts keywords or a question;
-        "exact phrase", prefix*, and -exclude work."""
+        (at most `limit` files, 1-100): path, title, heading, snippet (matches in **bold**; a ** in
+        the file itself shows as \\*\\*), score (higher is better), line_start/line_end,
+        last_modified. Accepts keywords or a question; "exact phrase", prefix*, and -exclude work."""
         try:
             return run_search(config.db_path, query, limit, indexing=not daemon.first_scan_done.is_set())
         except DocSearchError as exc:

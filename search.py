@@ -61,6 +61,9 @@ PARALLEL_MIN_ROWS = 20_000
 PARALLEL_SAMPLE = 32
 _MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"  # private-use markers, replaced by ** after locating lines
 HIGHLIGHT = "**"
+#: The file's own "**" (Markdown bold, Python's **kwargs) is shown escaped, so that a bare "**"
+#: in a snippet always marks a match.
+ESCAPED_HIGHLIGHT = r"\*\*"
 
 _WORD = re.compile(r"[^\W_]+")
 _QUERY_PART = re.compile(r'(-?)"([^"]*)"?|(-?)([^\s"]+)')
@@ -342,7 +345,8 @@ def feedback_words(conn: sqlite3.Connection, top: list[tuple[int, float]], parse
 def _hit(section: dict, snippet: str, score: float) -> SearchHit:
     body: str = section["body"]
     start, end = _snippet_lines(body, snippet, section["start_line"], section["end_line"])
-    text = " ".join(snippet.split()).replace(_MARK_OPEN, HIGHLIGHT).replace(_MARK_CLOSE, HIGHLIGHT)
+    text = " ".join(snippet.split()).replace(HIGHLIGHT, ESCAPED_HIGHLIGHT)
+    text = text.replace(_MARK_OPEN, HIGHLIGHT).replace(_MARK_CLOSE, HIGHLIGHT)
     modified = datetime.fromtimestamp(section["mtime_ns"] / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
     return {
         "path": section["path"],

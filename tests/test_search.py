@@ -94,6 +94,15 @@ def test_and_matches_rank_above_partial_matches(notes: ServerConfig) -> None:
     assert reply["files_matched"] == 3
 
 
+def test_the_files_own_double_asterisks_are_escaped_so_bare_ones_mark_matches(source: Path, indexer: TextIndexer) -> None:
+    write(source, "fw.md", "# Rules\n\nUse **Windows Firewall: Allow local port exceptions** and call f(**kwargs) or 2**8.\n")
+    indexer.scan()
+    snippet = search(indexer.config.db_path, "firewall port", 5)["results"][0]["snippet"]
+    assert r"\*\*Windows **Firewall**: Allow local **port** exceptions\*\*" in snippet
+    assert r"f(\*\*kwargs) or 2\*\*8" in snippet
+    assert snippet.replace(r"\*\*", "").count("**") == 4  # two matches, two markers each
+
+
 def test_hits_carry_location_snippet_and_metadata(notes: ServerConfig) -> None:
     hit = search(notes.db_path, "ufw", 5)["results"][0]
     assert hit["path"] == "network/firewall.md"
