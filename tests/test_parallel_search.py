@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import threading
 from pathlib import Path
 
 import pytest
@@ -200,3 +201,49 @@ def test_an_index_without_a_generation_is_never_split(many_files: Path, monkeypa
     other.execute("DELETE FROM meta WHERE key = 'generation'")
     other.close()
     assert search._over_parts(many_files, conn, '("alpha")', count) == [database.count_matching_files(conn, '("alpha")')]
+
+
+def test_searches_in_parts_keep_answering_while_files_are_rewritten(
+    many_files: Path, source: Path, indexer: TextIndexer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", 0)
+    monkeypatch.setattr(search, "SEARCH_PARTS", 3)
+    parts = {"ran": 0, "dropped": 0}
+    real = search._work_in_span
+
+    def counted(*args):
+        result = real(*args)
+        parts["dropped" if result is search._OTHER_GENERATION else "ran"] += 1
+        return result
+
+    monkeypatch.setattr(search, "_work_in_span", counted)
+    stop = threading.Event()
+    errors: list[str] = []
+    replies = [0]
+
+    def searcher(query: str) -> None:
+        while not stop.is_set():
+            try:
+                reply = search.search(many_files, query, 7)
+            except Exception as exc:  # noqa: BLE001 - any failure is what this test counts
+                errors.append(f"{query}: {type(exc).__name__}: {exc}")
+                continue
+            scores = [hit["score"] for hit in reply["results"]]
+            if scores != sorted(scores, reverse=True) or reply["files_matched"] < len(scores) or not scores:
+                errors.append(f"{query}: inconsistent reply {reply}")
+            replies[0] += 1
+
+    threads = [threading.Thread(target=searcher, args=(query,)) for query in ("alpha", '"alpha beta"', QUERIES[7])]
+    for thread in threads:
+        thread.start()
+    files = sorted(source.rglob("*.md"))
+    rng = random.Random(3)
+    for round_ in range(15):
+        for path in rng.sample(files, 5):
+            path.write_text(path.read_text() + f"\n\nalpha beta edit{round_}\n")
+        indexer.scan()
+    stop.set()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert replies[0] > 0 and parts["ran"] > 0
