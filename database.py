@@ -478,20 +478,22 @@ def count_matching_files(conn: sqlite3.Connection, match: str, span: Span = EVER
 
 
 def load_sections(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, dict[str, object]]:
-    """Text and location of the given sections, with their file's path, title and mtime."""
+    """Text and location of the given sections, with their file's path, title and mtime, in the
+    order given (callers break ties by it)."""
     rows = conn.execute(
         "SELECT s.id, s.start_line, s.end_line, s.heading, s.body, f.path, f.title, f.mtime_ns"
         f" FROM sections AS s JOIN files AS f ON f.id = s.id >> {SECTION_BITS}"
         " WHERE s.id IN (SELECT value FROM json_each(?))",
         (json.dumps(list(rowids)),),
     )
-    return {
+    found = {
         rowid: {
             "start_line": start, "end_line": end, "heading": heading, "body": decompress(body),
             "path": path, "title": title, "mtime_ns": mtime_ns,
         }
         for rowid, start, end, heading, body, path, title, mtime_ns in rows
     }
+    return {rowid: found[rowid] for rowid in rowids if rowid in found}
 
 
 def snippets(

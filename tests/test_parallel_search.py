@@ -174,6 +174,13 @@ def test_one_pass_ranking_equals_ranking_candidates_first(many_files: Path, matc
     assert {count for _, _, count in one_pass} == {database.count_matching_files(conn, match)}
 
 
+def test_sections_are_loaded_in_the_order_asked_for_since_feedback_breaks_ties_by_it(many_files: Path) -> None:
+    conn = database.reader(many_files)
+    ids = [row[0] for row in conn.execute("SELECT id FROM sections ORDER BY id")]
+    wanted = ids[::-3] + [(1 << 40)]  # descending, and one that does not exist
+    assert list(database.load_sections(conn, wanted)) == ids[::-3]
+
+
 def test_parts_that_cannot_open_the_index_are_dropped(many_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", 0)
     monkeypatch.setattr(search, "SEARCH_PARTS", 3)
