@@ -22,6 +22,9 @@ from exceptions import ConfigError
 from models import ServerConfig
 
 PROJECT_DIR = Path(__file__).resolve().parent
+#: The CPUs this process may run on (its affinity, not the machine's count): sizes the indexer's
+#: loader processes and the threads a large search is split over.
+USABLE_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 DEFAULT_CONFIG_FILE = Path("config.json")
 
 #: key -> environment variable that sets it. Lists are comma-separated there.

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import database
+from config import USABLE_CPUS
 from database import IndexWriter
 from exceptions import FileSkipped, IndexUnavailableError
 from file_utils import (
@@ -62,7 +63,7 @@ BATCH_BYTES = 64 << 20
 #: one core with the writer. A scan with this many files to read loads them in LOADER_PROCESSES
 #: processes, a chunk of CHUNK_FILES files or CHUNK_BYTES at a time, while the writer inserts.
 PROCESS_LOADING_MIN_FILES = 200
-LOADER_PROCESSES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+LOADER_PROCESSES = USABLE_CPUS
 CHUNK_FILES = 64
 CHUNK_BYTES = 1 << 20
 #: Loading runs at most this far ahead of the writer, so it goes on during a commit.

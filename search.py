@@ -15,7 +15,6 @@ question's own words. bench/relevance.py measures what each choice gives.
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
 import threading
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import database
+from config import USABLE_CPUS
 from exceptions import IndexUnavailableError, QueryError
 from models import SearchHit, SearchReply
 
@@ -56,7 +56,7 @@ SNIPPET_TOKENS = 32
 #: every matching section, so a word in most files costs time in proportion to the index. Fewer
 #: matches are not worth the threads' hand-offs. The number is estimated by counting the matches in
 #: the first 1/PARALLEL_SAMPLE of file ids.
-SEARCH_PARTS = min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+SEARCH_PARTS = min(8, USABLE_CPUS)
 PARALLEL_MIN_ROWS = 20_000
 PARALLEL_SAMPLE = 32
 _MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"  # private-use markers, replaced by ** after locating lines
