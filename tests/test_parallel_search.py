@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import itertools
 import random
+import sqlite3
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -36,6 +38,15 @@ def many_files(source: Path, indexer: TextIndexer) -> Path:
         write(source, f"dir{n % 4}/copy{n}.md", "# Same\n\nalpha beta alpha gamma copyword\n")
     indexer.scan()
     return indexer.config.db_path
+
+
+def files_matching(match: str) -> Callable[[sqlite3.Connection, database.Span], int]:
+    """Work for search._over_parts: how many files in a span match ``match``."""
+
+    def count(part: sqlite3.Connection, span: database.Span) -> int:
+        return database.count_matching_files(part, match, span)
+
+    return count
 
 
 QUERIES = [
@@ -100,10 +111,7 @@ def test_only_queries_estimated_to_match_many_sections_are_ranked_in_parts(
     assert rows / 2 < database.estimated_matching_rows(conn, '("alpha")', 4) < rows * 2
     estimate = database.estimated_matching_rows(conn, '("alpha")', search.PARALLEL_SAMPLE)
     assert database.estimated_matching_rows(conn, '("nothingmatches")', 4) == 0
-
-    def files(part, span: database.Span) -> int:
-        return database.count_matching_files(part, '("alpha")', span)
-
+    files = files_matching('("alpha")')
     monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", estimate + 1)
     assert len(search._over_parts(many_files, conn, '("alpha")', files)) == 1
     monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", estimate)
@@ -117,10 +125,7 @@ def test_parts_that_see_a_newer_index_are_dropped_for_one_ranking_of_the_callers
     monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", 0)
     monkeypatch.setattr(search, "SEARCH_PARTS", 3)
     conn = database.reader(many_files)
-
-    def count(part, span: database.Span) -> int:
-        return database.count_matching_files(part, '("fresh")', span)
-
+    count = files_matching('("fresh")')
     with database.snapshot(conn):
         assert database.count_matching_files(conn, '("fresh")') == 0
         write(source, "dir0/new.md", "# New\n\nfresh words\n")
@@ -186,10 +191,7 @@ def test_parts_that_cannot_open_the_index_are_dropped(many_files: Path, monkeypa
     monkeypatch.setattr(search, "SEARCH_PARTS", 3)
     conn = database.reader(many_files)
     expected = database.count_matching_files(conn, '("alpha")')
-
-    def count(part, span: database.Span) -> int:
-        return database.count_matching_files(part, '("alpha")', span)
-
+    count = files_matching('("alpha")')
     with database.snapshot(conn):
         many_files.rename(many_files.with_name("moved.sqlite3"))  # the open connection still reads it
         assert search._over_parts(many_files, conn, '("alpha")', count) == [expected]
@@ -199,10 +201,7 @@ def test_an_index_without_a_generation_is_never_split(many_files: Path, monkeypa
     monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", 0)
     monkeypatch.setattr(search, "SEARCH_PARTS", 3)
     conn = database.reader(many_files)
-
-    def count(part, span: database.Span) -> int:
-        return database.count_matching_files(part, '("alpha")', span)
-
+    count = files_matching('("alpha")')
     assert len(search._over_parts(many_files, conn, '("alpha")', count)) == 3
     other = database.connect(many_files)  # as an index written before generations existed
     other.execute("DELETE FROM meta WHERE key = 'generation'")
