@@ -497,18 +497,21 @@ def load_sections(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, 
 
 
 def snippets(
-    conn: sqlite3.Connection, match: str, sections: dict[int, dict[str, object]], markers: tuple[str, str], tokens: int
+    conn: sqlite3.Connection, match: str, texts: Mapping[int, tuple[str, str, str]], markers: tuple[str, str], tokens: int
 ) -> dict[int, str]:
-    """snippet() for a handful of sections, computed in a temporary in-memory FTS5 table.
+    """snippet() of the body for a handful of (title, heading, body) texts that match ``match``,
+    computed in a temporary FTS5 table.
 
     The index is contentless (its text is stored compressed), so snippets are made from the few
     sections being returned: this keeps snippet cost independent of the size of the index.
     """
+    if not texts:
+        return {}
     with snapshot(conn):
         conn.execute("DELETE FROM temp.snippet_fts")
         conn.executemany(
             "INSERT INTO temp.snippet_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
-            [(rowid, s["title"], s["heading"], s["body"]) for rowid, s in sections.items()],
+            [(rowid, *text) for rowid, text in texts.items()],
         )
         rows = conn.execute(
             "SELECT rowid, snippet(snippet_fts, 2, ?, ?, '…', ?) FROM temp.snippet_fts WHERE snippet_fts MATCH ?",

@@ -51,6 +51,17 @@ FEEDBACK_MAX_FILES = 10_000
 FEEDBACK_MIN_CHARS = 3
 QUESTION_WEIGHT = 2
 SNIPPET_TOKENS = 32
+#: FTS5 tokenizes a section twice to make its snippet (into a temporary index, then to cut the
+#: snippet), ~0.2 ms per 1,000 words. A section longer than 2 * SNIPPET_WINDOW_CHARS is shown from a
+#: window of that many characters: around the first place where the most distinct searched words
+#: are found within SNIPPET_CLUSTER_CHARS (about the snippet's length), looking at the first
+#: SNIPPET_MAX_FINDS places each word starts a word in the text. Only the words as typed are looked
+#: for; a section where FTS5 matched other forms of them only ("indexes" for "indexing") is
+#: tokenized whole, as is one whose window FTS5 does not match (a find was "cupboard" for "cup").
+SNIPPET_WINDOW_CHARS = 800
+SNIPPET_CLUSTER_CHARS = 200
+SNIPPET_MAX_FINDS = 50
+ELLIPSIS = "…"
 #: A query matching about PARALLEL_MIN_ROWS sections or more is ranked in SEARCH_PARTS spans of file
 #: ids at once, one thread and reader connection each (SQLite runs without the GIL): bm25 must score
 #: every matching section, so a word in most files costs time in proportion to the index. Fewer
@@ -66,6 +77,7 @@ HIGHLIGHT = "**"
 ESCAPED_HIGHLIGHT = r"\*\*"
 
 _WORD = re.compile(r"[^\W_]+")
+_SPACE = re.compile(r"\s")
 _QUERY_PART = re.compile(r'(-?)"([^"]*)"?|(-?)([^\s"]+)')
 
 STOPWORDS = frozenset(
@@ -139,6 +151,8 @@ class MatchPlan:
     #: ``precise`` needs several words together (AND-ed, or as a phrase): FTS5 then spends its time
     #: deciding which rows match, so ranking and counting them are done in one pass.
     intersects: bool = False
+    #: The quoted words, phrases and prefix* terms the user searched for: what snippets highlight.
+    shown: tuple[str, ...] = ()
 
 
 def build_match(parsed: ParsedQuery) -> MatchPlan:
@@ -153,27 +167,34 @@ def build_match(parsed: ParsedQuery) -> MatchPlan:
         # A question describes, it does not filter: its "phrases" and prefix* terms rank files
         # higher instead of being required, and a compound counts word by word ("two-dimensional"
         # as a phrase would give no credit for "two dimensions"). Its stopwords only add noise.
-        parts = [_quote([w]) for t in content for w in t if w.lower() not in STOPWORDS] + required
-        precise, broad = f"({' OR '.join(parts)})", None
+        shown = [_quote([w]) for t in content for w in t if w.lower() not in STOPWORDS] + required
+        precise, broad = f"({' OR '.join(shown)})", None
         intersects = False
     elif not content and len(terms) > MAX_AND_TERMS:
         # Only stopwords ("to be or not to be"): the exact phrase first, then all of the words.
+        shown = required + [_quote(t) for t in terms]
         precise = " AND ".join(required + [_quote([w for t in terms for w in t])])
-        broad = " AND ".join(required + [_quote(t) for t in terms])
+        broad = " AND ".join(shown)
         intersects = True
     else:
         chosen = content or terms
         quoted = [_quote(t) for t in chosen]
-        precise = " AND ".join(required + quoted)
+        shown = required + quoted
+        precise = " AND ".join(shown)
         broad = " AND ".join(required + [f"({' OR '.join(quoted)})"]) if len(quoted) > 1 else None
         intersects = len(required) + len(chosen) > 1 or any(len(t) > 1 for t in chosen + parsed.phrases)
     suffix = _exclusions(parsed)
-    return MatchPlan(f"({precise}){suffix}", f"({broad}){suffix}" if broad else None, question, intersects)
+    return MatchPlan(f"({precise}){suffix}", f"({broad}){suffix}" if broad else None, question, intersects, tuple(shown))
 
 
 def feedback_match(parsed: ParsedQuery, feedback: Sequence[str]) -> str:
     """The feedback words OR-ed, with the question's exclusions."""
     return f"({' OR '.join(_quote([w]) for w in feedback)}){_exclusions(parsed)}"
+
+
+def highlight_match(shown: Sequence[str]) -> str:
+    """An FTS5 expression matching any of ``shown`` (quoted words, phrases and prefix* terms)."""
+    return f"({' OR '.join(shown)})"
 
 
 def _exclusions(parsed: ParsedQuery) -> str:
@@ -193,16 +214,13 @@ def search(db_path: Path, query: str, limit: int = 10, indexing: bool = False) -
     conn = database.reader(db_path)
     try:
         with database.snapshot(conn):
-            ranked, match, files_matched = (
+            ranked, feedback, files_matched = (
                 _rank_question(db_path, conn, parsed, plan, limit) if plan.question else _rank_keywords(db_path, conn, plan, limit)
             )
             sections = database.load_sections(conn, [rowid for rowid, _ in ranked])
-            # Snippets highlight the user's own words; a file found only by some of the words or by
-            # feedback words is shown with what matched it.
-            snippet_text = database.snippets(conn, plan.precise, sections, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS)
-            rest = {rowid: section for rowid, section in sections.items() if rowid not in snippet_text}
-            if rest and match != plan.precise:
-                snippet_text.update(database.snippets(conn, match, rest, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS))
+            # Snippets highlight the user's own words; a file found only by feedback words is shown
+            # with those.
+            snippet_text = _snippets(conn, [plan.shown, [_quote([w]) for w in feedback]], sections)
     except sqlite3.Error as exc:
         database.drop_reader(db_path)
         raise IndexUnavailableError(str(db_path), f"search failed: {exc}") from exc
@@ -210,23 +228,21 @@ def search(db_path: Path, query: str, limit: int = 10, indexing: bool = False) -
     return {"query": query, "results": results, "files_matched": max(files_matched, len(results)), "indexing": indexing}
 
 
-#: (section rowid, score: higher is better) best first, the MATCH expression that found them, files matched.
-Ranking = tuple[list[tuple[int, float]], str, int]
+#: (section rowid, score: higher is better) best first, the feedback words that helped find them, files matched.
+Ranking = tuple[list[tuple[int, float]], list[str], int]
 
 
 def _rank_keywords(db_path: Path, conn: sqlite3.Connection, plan: MatchPlan, limit: int) -> Ranking:
     best, files_matched = _best_files(db_path, conn, plan.precise, limit, one_pass=plan.intersects)
     ranked = [(rowid, -bm25) for rowid, bm25 in best]
-    match = plan.precise
     if plan.broad and len(ranked) < limit:
-        match = plan.broad
         seen = {database.file_id_of(rowid) for rowid, _ in ranked}
         floor = min((score for _, score in ranked), default=1.0)
         broad, files_matched = _best_files(db_path, conn, plan.broad, limit + len(ranked), one_pass=False)
         extra = [(rowid, -bm25) for rowid, bm25 in broad if database.file_id_of(rowid) not in seen][: limit - len(ranked)]
         top = max((score for _, score in extra), default=1.0) or 1.0
         ranked += [(rowid, floor * 0.9 * score / top) for rowid, score in extra]
-    return ranked, match, files_matched
+    return ranked, [], files_matched
 
 
 def _rank_question(db_path: Path, conn: sqlite3.Connection, parsed: ParsedQuery, plan: MatchPlan, limit: int) -> Ranking:
@@ -241,15 +257,14 @@ def _rank_question(db_path: Path, conn: sqlite3.Connection, parsed: ParsedQuery,
     files_matched = sum(_over_parts(db_path, conn, plan.precise, count_in_span))
     if files_matched > FEEDBACK_MAX_FILES:
         ranked, _ = _best_files(db_path, conn, plan.precise, limit, one_pass=False, count=False)
-        return [(rowid, -bm25) for rowid, bm25 in ranked], plan.precise, files_matched
+        return [(rowid, -bm25) for rowid, bm25 in ranked], [], files_matched
     database.score_question(conn, plan.precise, COLUMN_WEIGHTS)
     first = database.best_question_hits(conn, max(limit, FEEDBACK_FILES))
     feedback = feedback_words(conn, first[:FEEDBACK_FILES], parsed)
     if not feedback:
-        return [(rowid, -bm25) for rowid, bm25 in first[:limit]], plan.precise, files_matched
-    match = feedback_match(parsed, feedback)
-    ranked = database.best_with_feedback(conn, match, COLUMN_WEIGHTS, QUESTION_WEIGHT, limit)
-    return [(rowid, -bm25) for rowid, bm25 in ranked], match, files_matched
+        return [(rowid, -bm25) for rowid, bm25 in first[:limit]], [], files_matched
+    ranked = database.best_with_feedback(conn, feedback_match(parsed, feedback), COLUMN_WEIGHTS, QUESTION_WEIGHT, limit)
+    return [(rowid, -bm25) for rowid, bm25 in ranked], feedback, files_matched
 
 
 def _best_files(
@@ -340,6 +355,83 @@ def feedback_words(conn: sqlite3.Connection, top: list[tuple[int, float]], parse
             w for w in words if len(w) >= FEEDBACK_MIN_CHARS and not w.isdigit() and w not in STOPWORDS and w not in known
         ).keys())
     return [w for w, n in files_with.most_common(FEEDBACK_WORDS) if n >= FEEDBACK_MIN_FILES]
+
+
+def _snippets(conn: sqlite3.Connection, highlights: Sequence[Sequence[str]], sections: dict[int, dict]) -> dict[int, str]:
+    """Each section's snippet, highlighting the first of ``highlights`` (lists of quoted words,
+    phrases and prefix* terms) that it matches; from a window of a long section (see
+    SNIPPET_WINDOW_CHARS)."""
+    shown: dict[int, str] = {}
+    for parts in highlights:
+        bodies = {rowid: section["body"] for rowid, section in sections.items() if rowid not in shown}
+        if not parts or not bodies:
+            continue
+        match = highlight_match(parts)
+        words = [part.strip('*"').split(" ")[0].lower() for part in parts]
+        windows = {rowid: snippet_window(body, words) for rowid, body in bodies.items()}
+        while windows:
+            texts = {
+                rowid: (sections[rowid]["title"], sections[rowid]["heading"], bodies[rowid][start:end])
+                for rowid, (start, end) in windows.items()
+            }
+            for rowid, text in database.snippets(conn, match, texts, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS).items():
+                shown[rowid] = _with_ellipses(text, windows[rowid], len(bodies[rowid]))
+            # A window FTS5 does not match (its finds were other words) is tried again whole.
+            windows = {
+                rowid: (0, len(bodies[rowid]))
+                for rowid, window in windows.items()
+                if rowid not in shown and window != (0, len(bodies[rowid]))
+            }
+    return shown
+
+
+def _with_ellipses(text: str, window: tuple[int, int], length: int) -> str:
+    """FTS5 marks only the cuts it made; a window's own cuts are marked here."""
+    start, end = window
+    lead = ELLIPSIS if start > 0 and not text.startswith(ELLIPSIS) else ""
+    tail = ELLIPSIS if end < length and not text.endswith(ELLIPSIS) else ""
+    return lead + text + tail
+
+
+def snippet_window(body: str, words: Sequence[str]) -> tuple[int, int]:
+    """(start, end) of the part of ``body`` to make a snippet from: all of it if it is short or if
+    none of ``words`` (lowercase) starts a word in it (see SNIPPET_WINDOW_CHARS)."""
+    if len(body) <= 2 * SNIPPET_WINDOW_CHARS:
+        return 0, len(body)
+    lowered = body.lower()
+    if len(lowered) != len(body):  # a few characters change length in lower(): offsets would differ
+        return 0, len(body)
+    finds: list[tuple[int, int]] = []
+    for number, word in enumerate(words):
+        at, found = lowered.find(word), 0
+        while at >= 0 and found < SNIPPET_MAX_FINDS:
+            if at == 0 or not lowered[at - 1].isalnum():
+                finds.append((at, number))
+                found += 1
+            at = lowered.find(word, at + len(word))
+    if not finds:
+        return 0, len(body)
+    finds.sort()
+    # The finds within SNIPPET_CLUSTER_CHARS of each find, counted per word as the span slides.
+    best, best_distinct, last = 0, 0, 0
+    in_span: Counter[int] = Counter()
+    for at, number in finds:
+        while last < len(finds) and finds[last][0] < at + SNIPPET_CLUSTER_CHARS:
+            in_span[finds[last][1]] += 1
+            last += 1
+        if len(in_span) > best_distinct:  # ties go to the earliest, as in FTS5's own choice
+            best, best_distinct = at, len(in_span)
+        in_span[number] -= 1
+        if not in_span[number]:
+            del in_span[number]
+    start = min(max(0, best - (SNIPPET_WINDOW_CHARS - SNIPPET_CLUSTER_CHARS) // 2), len(body) - SNIPPET_WINDOW_CHARS)
+    end = start + SNIPPET_WINDOW_CHARS
+    # Cut at whitespace, so that no word is shown in part.
+    space = _SPACE.search(body, start, best) if start > 0 else None
+    start = space.end() if space else start
+    last_space = max(body.rfind(" ", best, end), body.rfind("\n", best, end))
+    end = last_space if end < len(body) and last_space > best else end
+    return start, end
 
 
 def _hit(section: dict, snippet: str, score: float) -> SearchHit:

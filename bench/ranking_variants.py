@@ -17,6 +17,7 @@ import sqlite3
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
@@ -34,7 +35,7 @@ def phrases_required(parsed: search.ParsedQuery) -> search.MatchPlan:
     required = [_quote(p) for p in parsed.phrases] + [_quote([p]) + "*" for p in parsed.prefixes]
     if not plan.question or not required:
         return plan
-    return search.MatchPlan(f"({' AND '.join(required)}) AND {plan.precise}", None, True)
+    return replace(plan, precise=f"({' AND '.join(required)}) AND {plan.precise}")
 
 
 @contextmanager

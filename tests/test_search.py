@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,13 @@ from hypothesis import strategies as st
 from exceptions import QueryError
 from indexer import TextIndexer
 from models import ServerConfig
-from search import build_match, parse_query, search
+from search import (
+    SNIPPET_WINDOW_CHARS,
+    build_match,
+    parse_query,
+    search,
+    snippet_window,
+)
 from tests.conftest import write
 
 
@@ -132,6 +139,85 @@ def test_snippets_are_bounded_for_huge_files(indexer: TextIndexer, source: Path,
     assert len(hit["snippet"]) < 1000
     assert hit["line_start"] <= 400_001 == hit["line_end"]
     assert hit["line_end"] - hit["line_start"] < 20
+
+
+def filler(lines: int, word: str = "lorem") -> str:
+    return "".join(f"{word} ipsum dolor sit amet line {n}\n" for n in range(lines))
+
+
+def shown_text(snippet: str) -> str:
+    """A snippet as the file's text: no markers, no ellipses, no escapes, spaces collapsed."""
+    return " ".join(snippet.replace(r"\*\*", "**").replace("**", "").strip("…").split())
+
+
+def test_a_long_sections_snippet_is_cut_from_around_its_match(indexer: TextIndexer, source: Path, config: ServerConfig) -> None:
+    text = filler(100) + "the zebra grazes here\n" + filler(100, "dolor")  # one section of ~6,000 characters
+    write(source, "long.txt", text)
+    indexer.scan()
+    hit = search(config.db_path, "zebra", 5)["results"][0]
+    assert "**zebra**" in hit["snippet"]
+    assert hit["snippet"].startswith("…") and hit["snippet"].endswith("…")
+    shown = shown_text(hit["snippet"])
+    assert shown in " ".join(text.split())  # one piece of the file
+    assert {shown.split()[0], shown.split()[-1]} <= set(text.split())  # no word cut in part
+    assert hit["line_start"] <= 101 <= hit["line_end"] and hit["line_end"] - hit["line_start"] < 10
+
+
+def test_a_window_shorter_than_the_snippet_is_marked_as_cut_at_both_ends(indexer: TextIndexer, source: Path, config: ServerConfig) -> None:
+    # 32 words of ~40 characters are longer than the window: FTS5 shows all of it, and marks no cut.
+    words = [f"{n:04d}" + "w" * 36 for n in range(200)]
+    text = " ".join(words[:100]) + " zebra " + " ".join(words[100:]) + "\n"
+    write(source, "long-words.txt", text)
+    indexer.scan()
+    snippet = search(config.db_path, "zebra", 5)["results"][0]["snippet"]
+    assert "**zebra**" in snippet and snippet.startswith("…") and snippet.endswith("…")
+    shown = shown_text(snippet).split()
+    assert shown[0] in words and shown[-1] in words  # cut between words
+
+
+def test_the_window_is_where_most_of_the_searched_words_are(indexer: TextIndexer, source: Path, config: ServerConfig) -> None:
+    write(source, "both.txt", "alpha alone\n" + filler(60) + "alpha and beta together\n" + filler(60) + "beta alone\n")
+    indexer.scan()
+    snippet = search(config.db_path, "alpha beta", 5)["results"][0]["snippet"]
+    assert "**alpha** and **beta** together" in snippet
+
+
+def test_a_section_with_other_forms_of_the_word_only_is_shown_whole(indexer: TextIndexer, source: Path, config: ServerConfig) -> None:
+    write(source, "forms.txt", filler(60) + "the files were indexed overnight\n" + filler(60))
+    indexer.scan()
+    assert "**indexed**" in search(config.db_path, "indexing", 5)["results"][0]["snippet"]
+
+
+def test_a_window_fts5_does_not_match_is_tried_again_whole(indexer: TextIndexer, source: Path, config: ServerConfig) -> None:
+    # "cupboard" is found first for "cup", but it is not the word "cup" to FTS5.
+    write(source, "kitchen.txt", "the cupboard door\n" + filler(80) + "a cup of tea\n" + filler(20))
+    indexer.scan()
+    snippet = search(config.db_path, "cup", 5)["results"][0]["snippet"]
+    assert "**cup** of tea" in snippet and "cupboard" not in snippet
+
+
+@pytest.mark.parametrize(
+    ("body", "words", "whole"),
+    [
+        ("short text with needle", ["needle"], True),  # too short to cut
+        (filler(100), ["absent"], True),  # nothing found: FTS5 may have matched another form
+        ("\u0130" + filler(100) + "needle", ["needle"], True),  # lower() changes the length
+        (filler(100) + "needle", ["needle"], False),
+        ("haystackneedle " + filler(100) + "needle", ["needle"], False),  # only where a word starts
+    ],
+)
+def test_snippet_window_cases(body: str, words: list[str], whole: bool) -> None:
+    start, end = snippet_window(body, words)
+    assert ((start, end) == (0, len(body))) is whole
+    if not whole:
+        assert end - start <= SNIPPET_WINDOW_CHARS and re.search(r"\bneedle\b", body[start:end])
+
+
+@given(body=st.text(min_size=1, max_size=5000), words=st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=5))
+def test_snippet_window_is_always_a_span_of_the_body(body: str, words: list[str]) -> None:
+    start, end = snippet_window(body, [w.lower() for w in words])
+    assert 0 <= start < end <= len(body)
+    assert (start, end) == (0, len(body)) or end - start <= SNIPPET_WINDOW_CHARS
 
 
 @pytest.mark.parametrize("limit", [0, -1, 101, 2.5, True])
