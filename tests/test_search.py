@@ -213,7 +213,7 @@ def test_snippet_window_cases(body: str, words: list[str], whole: bool) -> None:
         assert end - start <= SNIPPET_WINDOW_CHARS and re.search(r"\bneedle\b", body[start:end])
 
 
-@given(body=st.text(min_size=1, max_size=5000), words=st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=5))
+@given(body=st.text(min_size=1, max_size=5000), words=st.lists(st.text(max_size=8), min_size=1, max_size=5))
 def test_snippet_window_is_always_a_span_of_the_body(body: str, words: list[str]) -> None:
     start, end = snippet_window(body, [w.lower() for w in words])
     assert 0 <= start < end <= len(body)
