@@ -214,9 +214,7 @@ def search(db_path: Path, query: str, limit: int = 10, indexing: bool = False) -
     conn = database.reader(db_path)
     try:
         with database.snapshot(conn):
-            ranked, feedback, files_matched = (
-                _rank_question(db_path, conn, parsed, plan, limit) if plan.question else _rank_keywords(db_path, conn, plan, limit)
-            )
+            ranked, feedback, files_matched = rank(db_path, conn, parsed, plan, limit)
             sections = database.load_sections(conn, [rowid for rowid, _ in ranked])
             # Snippets highlight the user's own words; a file found only by feedback words is shown
             # with those.
@@ -230,6 +228,11 @@ def search(db_path: Path, query: str, limit: int = 10, indexing: bool = False) -
 
 #: (section rowid, score: higher is better) best first, the feedback words that helped find them, files matched.
 Ranking = tuple[list[tuple[int, float]], list[str], int]
+
+
+def rank(db_path: Path, conn: sqlite3.Connection, parsed: ParsedQuery, plan: MatchPlan, limit: int) -> Ranking:
+    """The best section of each of the top ``limit`` files, inside the caller's snapshot of ``conn``."""
+    return _rank_question(db_path, conn, parsed, plan, limit) if plan.question else _rank_keywords(db_path, conn, plan, limit)
 
 
 def _rank_keywords(db_path: Path, conn: sqlite3.Connection, plan: MatchPlan, limit: int) -> Ranking:

@@ -17,14 +17,13 @@ import argparse
 import sqlite3
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH.parent), str(BENCH)]
 
-from run import choose_queries  # noqa: E402
+from run import choose_queries, timed  # noqa: E402
 
 import database  # noqa: E402
 import search  # noqa: E402
@@ -38,12 +37,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS ext_fts USING fts5(title, heading, body, cont
 
 
 def p50(run: Callable[[], object], repeat: int) -> float:
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1000
+    return statistics.median(timed(run, repeat)) * 1000
 
 
 def main() -> None:
@@ -71,7 +65,7 @@ def main() -> None:
         parsed = search.parse_query(spec["query"])
         plan = search.build_match(parsed)
         with database.snapshot(conn):
-            ranking = search._rank_question(copy, conn, parsed, plan, 10) if plan.question else search._rank_keywords(copy, conn, plan, 10)
+            ranking = search.rank(copy, conn, parsed, plan, 10)
         times = time_routes(conn, plan.precise, [rowid for rowid, _ in ranking[0]], args.repeat)
         print(f"{name:<12}" + "".join(f"{t:>{w}.2f}" for t, w in zip(times, (8, 9, 8, 7), strict=True)))
 
