@@ -1,7 +1,10 @@
 """Load and validate the configuration once, at start; fail fast with a message naming the key.
 
-Precedence, later wins: built-in defaults < the config file (``--config FILE``, else
-``./config.json`` if present) < environment variables < command-line flags.
+Precedence, later wins: built-in defaults < the config file < environment variables <
+command-line flags. The config file is one the user chose: ``--config FILE``, else the file named
+by ``DOCSEARCH_CONFIG``, else the install's own ``config.json`` beside this module. Never one from
+the working directory: MCP clients start the server inside whatever project is open, and that
+project must not be able to choose what is indexed or where the index is written.
 
 Relative paths are resolved against the config file's folder for values from the file, and
 against the current directory for values from the environment or flags. The default index
@@ -25,7 +28,16 @@ PROJECT_DIR = Path(__file__).resolve().parent
 #: The CPUs this process may run on (its affinity, not the machine's count): sizes the indexer's
 #: loader processes and the threads a large search is split over.
 USABLE_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-DEFAULT_CONFIG_FILE = Path("config.json")
+#: The install's own settings file, read when no other is named.
+INSTALL_CONFIG_FILE = PROJECT_DIR / "config.json"
+#: Names a config file, as --config does (the flag wins).
+CONFIG_ENV_VAR = "DOCSEARCH_CONFIG"
+#: Upper bounds, so that a value that passes validation cannot overflow later: a file is read into
+#: memory whole, and threading's waits take at most threading.TIMEOUT_MAX seconds.
+MAX_FILE_SIZE_MB = 1024.0
+MAX_SCAN_INTERVAL_SECONDS = 365 * 24 * 3600.0
+#: A periodic rescan more often than this would only burn CPU walking the tree.
+MIN_SCAN_INTERVAL_SECONDS = 0.1
 
 #: key -> environment variable that sets it. Lists are comma-separated there.
 ENV_VARS: dict[str, str] = {
@@ -66,6 +78,8 @@ def load_config(
     """Merge file, environment and flags (flags hold only what the user gave) into a ServerConfig."""
     environ = os.environ if environ is None else environ
     cwd = Path.cwd()
+    if config_file is None and environ.get(CONFIG_ENV_VAR):
+        config_file = _path(_Value(environ[CONFIG_ENV_VAR], f"environment variable {CONFIG_ENV_VAR}", cwd), "config")
     values: dict[str, _Value] = {}
     values.update(_read_config_file(config_file))
     for key, var in ENV_VARS.items():
@@ -81,9 +95,9 @@ def load_config(
 
 def _read_config_file(config_file: Path | None) -> dict[str, _Value]:
     if config_file is None:
-        if not DEFAULT_CONFIG_FILE.is_file():
+        if not INSTALL_CONFIG_FILE.is_file():
             return {}
-        config_file = DEFAULT_CONFIG_FILE
+        config_file = INSTALL_CONFIG_FILE
     origin = f"config file {config_file}"
     try:
         data = json.loads(Path(config_file).read_text(encoding="utf-8"))
@@ -105,7 +119,7 @@ def _read_config_file(config_file: Path | None) -> dict[str, _Value]:
 def _validate(values: dict[str, _Value]) -> ServerConfig:
     if "source_directory" not in values:
         raise ConfigError(
-            "source_directory", "required: pass --source DIR, set DOCSEARCH_SOURCE_DIRECTORY, or put it in config.json"
+            "source_directory", "required: pass --source DIR, set DOCSEARCH_SOURCE_DIRECTORY, or put it in the config file"
         )
     source = _path(values["source_directory"], "source_directory")
     if not source.exists():
@@ -123,8 +137,8 @@ def _validate(values: dict[str, _Value]) -> ServerConfig:
         index_output_directory=index_dir.resolve(),
         included_extensions=_extensions(values.get("included_extensions"), "included_extensions", defaults.included_extensions),
         excluded_extensions=_extensions(values.get("excluded_extensions"), "excluded_extensions", defaults.excluded_extensions),
-        scan_interval_seconds=_number(values.get("scan_interval_seconds"), "scan_interval_seconds", defaults.scan_interval_seconds, minimum=0.0),
-        max_file_size_mb=_number(values.get("max_file_size_mb"), "max_file_size_mb", defaults.max_file_size_mb, minimum=None),
+        scan_interval_seconds=_scan_interval(values.get("scan_interval_seconds"), defaults.scan_interval_seconds),
+        max_file_size_mb=_number(values.get("max_file_size_mb"), "max_file_size_mb", defaults.max_file_size_mb, MAX_FILE_SIZE_MB),
     )
 
 
@@ -158,7 +172,20 @@ def _extensions(value: _Value | None, key: str, default: tuple[str, ...]) -> tup
     return tuple(dict.fromkeys(result))
 
 
-def _number(value: _Value | None, key: str, default: float, minimum: float | None) -> float:
+def _scan_interval(value: _Value | None, default: float) -> float:
+    """0 (scan only at start and on request), or a period within the bounds above."""
+    if value is None:
+        return default
+    seconds = _number(value, "scan_interval_seconds", default, MAX_SCAN_INTERVAL_SECONDS, zero_allowed=True)
+    if 0 < seconds < MIN_SCAN_INTERVAL_SECONDS:
+        raise ConfigError(
+            "scan_interval_seconds", f"must be 0 (no periodic rescan) or at least {MIN_SCAN_INTERVAL_SECONDS:g}, got {value.raw!r}", value.origin
+        )
+    return seconds
+
+
+def _number(value: _Value | None, key: str, default: float, maximum: float, zero_allowed: bool = False) -> float:
+    """A finite number, greater than 0 (or 0 or more), and at most ``maximum``."""
     if value is None:
         return default
     raw = value.raw
@@ -167,10 +194,18 @@ def _number(value: _Value | None, key: str, default: float, minimum: float | Non
             raw = float(raw)
         except ValueError:
             raise ConfigError(key, f"must be a number, got {value.raw!r}", value.origin) from None
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)) or raw != raw or raw in (float("inf"), float("-inf")):
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
         raise ConfigError(key, f"must be a number, got {value.raw!r}", value.origin)
-    if minimum is None and raw <= 0:
+    try:
+        number = float(raw)  # a JSON integer can be too large for a float
+    except OverflowError:
+        number = float("inf")
+    if number != number:
+        raise ConfigError(key, f"must be a number, got {value.raw!r}", value.origin)
+    if zero_allowed and number < 0:
+        raise ConfigError(key, f"must be 0 or more, got {value.raw!r}", value.origin)
+    if not zero_allowed and number <= 0:
         raise ConfigError(key, f"must be greater than 0, got {value.raw!r}", value.origin)
-    if minimum is not None and raw < minimum:
-        raise ConfigError(key, f"must be {minimum:g} or more, got {value.raw!r}", value.origin)
-    return float(raw)
+    if number > maximum:
+        raise ConfigError(key, f"must be at most {maximum:g}, got {value.raw!r}", value.origin)
+    return number

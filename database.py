@@ -5,28 +5,35 @@ text zlib-compressed; ``sections_fts`` is a contentless FTS5 table over (title, 
 whose rowids equal the section ids. A section id is ``file_id << SECTION_BITS | n``, so a file's
 sections are one rowid range and a hit's file is ``rowid >> SECTION_BITS``, with no join.
 One writer connection (the indexer's), any number of reader connections; WAL.
+
+Across processes, one writes at a time: a write holds WriterLock, an flock on ``<index>.lock``.
+Readers never need it, nor SQLite's write lock. Index files are private to their owner: the
+directory is created 0700, every file in it 0600.
 """
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import logging
 import os
+import stat
 import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
-from exceptions import IndexUnavailableError
-from models import LoadedFile, Section, Signature, StoredFile
+from exceptions import Cancelled, IndexUnavailableError
+from models import DB_SUFFIX, LoadedFile, Section, Signature, StoredFile
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SECTION_BITS = 20
 MAX_SECTIONS_PER_FILE = 1 << SECTION_BITS
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -41,6 +48,21 @@ FTS_HASH_BYTES = 16 << 20
 CANDIDATE_SECTIONS_PER_FILE = 8
 SQLITE_HEADER = b"SQLite format 3\x00"
 _CORRUPTION_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
+_INTERRUPT_CODE = 9  # SQLITE_INTERRUPT
+#: The index's files (database, WAL, shared memory, lock, moved-aside copies) and its directory.
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_DIRECTORY_MODE = 0o700
+#: Beside each index: the flock that one writing process holds (see WriterLock).
+LOCK_SUFFIX = ".lock"
+#: While another process holds the write lock, try for it again this often (seconds).
+LOCK_POLL_SECONDS = 0.05
+#: Whenever SQLite restarts the WAL it cuts the file back to this size; a scan that wrote and
+#: closing the writer truncate it to nothing.
+WAL_SIZE_LIMIT = 4 << 20
+#: A checkpoint waits at most this long for readers still in an older snapshot (ms).
+CHECKPOINT_BUSY_MS = 1000
+#: How many SQLite VM steps run between two looks at whether a query should stop.
+PROGRESS_STEPS = 1000
 
 SCHEMA = f"""
 CREATE TABLE files (
@@ -49,6 +71,7 @@ CREATE TABLE files (
     mtime_ns INTEGER NOT NULL,
     size INTEGER NOT NULL,
     inode INTEGER NOT NULL,
+    ctime_ns INTEGER NOT NULL,
     content_hash TEXT NOT NULL,
     indexed_at_ns INTEGER NOT NULL,
     encoding TEXT NOT NULL,
@@ -75,11 +98,208 @@ def is_corruption(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.DatabaseError) and code is not None and (code & 0xFF) in _CORRUPTION_CODES
 
 
+def is_interruption(exc: BaseException) -> bool:
+    """True for the error a statement stopped by ``interruptible`` raises."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.OperationalError) and code is not None and (code & 0xFF) == _INTERRUPT_CODE
+
+
 def connect(db_path: Path) -> sqlite3.Connection:
     """A connection with the settings every user of the index shares."""
     conn = sqlite3.connect(db_path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
-    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    _configure(conn)
     return conn
+
+
+def _configure(conn: sqlite3.Connection) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    # The schema is this module's own; nothing in a file (a view, a trigger) may call functions.
+    conn.execute("PRAGMA trusted_schema = OFF")
+
+
+@contextmanager
+def interruptible(conn: sqlite3.Connection, should_stop: Callable[[], bool] | None) -> Iterator[None]:
+    """Run the statements inside so that SQLite abandons them once ``should_stop()`` is true; they
+    then raise an error that ``is_interruption`` recognises. FTS5 does some of its work in one step
+    (merging a prefix's doclists), so this stops a query soon after, not at once."""
+    if should_stop is None:
+        yield
+        return
+    conn.set_progress_handler(lambda: 1 if should_stop() else 0, PROGRESS_STEPS)
+    try:
+        yield
+    finally:
+        conn.set_progress_handler(None, 0)
+
+
+# ---- the index's files on disk ---------------------------------------------------------------
+
+
+def lock_path(db_path: Path) -> Path:
+    return db_path.with_name(db_path.name + LOCK_SUFFIX)
+
+
+def prepare_index_directory(directory: Path) -> None:
+    """Create the index directory private to its owner (0700), or check that an existing one is
+    safe to keep private files in: a directory that another user may write to could hold their
+    links in place of the index's WAL or lock file."""
+    try:
+        directory.mkdir(mode=PRIVATE_DIRECTORY_MODE, parents=True)
+        os.chmod(directory, PRIVATE_DIRECTORY_MODE)  # mkdir's mode is narrowed by the umask only
+        return
+    except FileExistsError:
+        pass
+    st = os.stat(directory)
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(f"{directory} is not a directory")
+    if st.st_uid not in (os.geteuid(), 0):
+        raise PermissionError(f"{directory} belongs to another user (uid {st.st_uid}); choose a directory of your own")
+    if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+        raise PermissionError(f"any user may write to {directory}; choose a directory only you can write to")
+    if st.st_mode & 0o077:
+        logger.warning(
+            "index directory %s is mode %o: other users can see the names of its index files (their"
+            " contents are private, mode 600); chmod 700 it to hide them", directory, st.st_mode & 0o777,
+        )
+
+
+def other_settings_indexes(db_path: Path) -> list[Path]:
+    """Index files of the same source built with other settings (see ServerConfig.db_path)."""
+    prefix = db_path.name[: -len(DB_SUFFIX)].rsplit("-", 1)[0] + "-"
+    try:
+        names = os.listdir(db_path.parent)
+    except OSError:
+        return []
+    return sorted(
+        db_path.parent / name for name in names
+        if name.startswith(prefix) and name.endswith(DB_SUFFIX) and name != db_path.name
+    )
+
+
+def _open_private_file(path: Path, flags: int) -> int:
+    """Open (creating it 0600 if missing) a file of the index; never through a symlink."""
+    return os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+
+
+def _make_private(path: Path) -> None:
+    """Create the database file 0600 if missing (SQLite gives its WAL and shared-memory files the
+    database's mode), and narrow the mode of files an older version left readable by others."""
+    os.close(_open_private_file(path, os.O_RDONLY))
+    for side in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        try:
+            st = os.lstat(side)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_mode & 0o077:
+            os.chmod(side, PRIVATE_FILE_MODE)
+
+
+class WriterLock:
+    """The write lock of one index across processes: an flock on ``<index>.lock``.
+
+    One process writes an index at a time: it holds this lock for a whole scan, or for one
+    file's refresh. Other processes answer searches from the same file meanwhile (readers never
+    wait, WAL) and write when it is free; the kernel frees it when its holder exits or dies.
+    Within a process it is re-entrant and shared by threads, so a refresh during the process's own
+    scan goes ahead between the scan's batches (IndexWriter.lock orders the transactions).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._mutex = threading.Lock()  # held while waiting for the flock, so threads wait in turn
+        self._fd: int | None = None
+        self._depth = 0
+
+    @contextmanager
+    def held(self, on_wait: Callable[[int | None], None] | None = None, stop: threading.Event | None = None) -> Iterator[None]:
+        """Hold the lock inside; ``on_wait(pid of the holder)`` is called once if another process
+        has it. Raises Cancelled if ``stop`` is set while waiting."""
+        with self._mutex:
+            if self._depth == 0:
+                self._fd = self._take(on_wait, stop)
+            self._depth += 1
+        try:
+            yield
+        finally:
+            self._release()
+
+    def try_hold(self) -> bool:
+        """Take the lock if nobody else has it (release with ``release``); False otherwise."""
+        with self._mutex:
+            if self._depth == 0:
+                fd = _open_private_file(self.path, os.O_RDWR)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    return False
+                self._fd = self._stamped(fd)
+            self._depth += 1
+            return True
+
+    def release(self) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        with self._mutex:
+            self._depth -= 1
+            if self._depth == 0 and self._fd is not None:
+                os.close(self._fd)  # closing the only descriptor releases the flock
+                self._fd = None
+
+    def _take(self, on_wait: Callable[[int | None], None] | None, stop: threading.Event | None) -> int:
+        fd = _open_private_file(self.path, os.O_RDWR)
+        try:
+            told = False
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return self._stamped(fd)
+                except BlockingIOError:
+                    pass
+                if on_wait is not None and not told:
+                    on_wait(_pid_in(fd))
+                    told = True
+                if stop is not None and stop.wait(LOCK_POLL_SECONDS):
+                    raise Cancelled("stopped while waiting for another process to finish writing the index")
+                if stop is None:
+                    time.sleep(LOCK_POLL_SECONDS)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @staticmethod
+    def _stamped(fd: int) -> int:
+        """Write this process's id into the lock file, for messages that name the writer."""
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return fd
+
+    def holder(self) -> int | None:
+        """The id of the process writing the index now (this one included), or None."""
+        if self._depth:
+            return os.getpid()
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return _pid_in(fd) or 0
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
+
+
+def _pid_in(fd: int) -> int | None:
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
 
 
 def compress(text: str) -> bytes:
@@ -108,43 +328,54 @@ class IndexWriter:
     and it is reloaded when ``PRAGMA data_version`` says another connection committed since.
     """
 
-    def __init__(self, db_path: Path) -> None:
+    def __init__(
+        self, db_path: Path, on_wait: Callable[[int | None], None] | None = None, stop: threading.Event | None = None
+    ) -> None:
+        """Open (creating or repairing it) the index at ``db_path``, holding the write lock to do so:
+        ``on_wait`` and ``stop`` are as for WriterLock.held."""
         self.db_path = db_path
         self.lock = threading.RLock()
         self.recovered_from: str | None = None
-        self.conn, self.inode = self._open()
+        prepare_index_directory(db_path.parent)
+        self.write_lock = WriterLock(lock_path(db_path))
+        with self.write_lock.held(on_wait, stop):
+            self.conn, self.inode = self._open()
         self._signatures: tuple[sqlite3.Connection, int, dict[Signature, int]] | None = None
 
     def _open(self) -> tuple[sqlite3.Connection, int]:
         """A connection to a usable index at db_path (a damaged one is moved aside first) and the
         inode it opened, so a later deletion or replacement of the file can be noticed."""
-        self.db_path.parent.mkdir(parents=True, exist_ok=True)
-        problem = _header_problem(self.db_path)
+        problem = _file_problem(self.db_path)
         if problem is None:
+            _make_private(self.db_path)
+            conn = connect(self.db_path)
             try:
-                conn = connect(self.db_path)
                 _prepare_schema(conn)
                 return conn, os.stat(self.db_path).st_ino
             except sqlite3.DatabaseError as exc:
+                conn.close()
                 if not is_corruption(exc) and "schema" not in str(exc):
                     raise
                 problem = str(exc)
-                conn.close()
         self.recovered_from = self.move_aside(problem)
+        _make_private(self.db_path)
         conn = connect(self.db_path)
         _prepare_schema(conn)
         return conn, os.stat(self.db_path).st_ino
 
     def move_aside(self, problem: str) -> str:
-        """Rename a damaged database (and its WAL) out of the way; return the new name."""
+        """Rename a damaged database (and its WAL) out of the way, private; return the new name."""
         stamp = time.strftime("%Y%m%dT%H%M%S") + f"-{time.time_ns() % 1_000_000:06d}"
         target = self.db_path.with_name(f"{self.db_path.name}.corrupt-{stamp}")
         logger.warning("index %s is unusable (%s); moved it to %s and rebuilding", self.db_path, problem, target.name)
-        os.replace(self.db_path, target)
-        for suffix in ("-wal", "-shm"):
-            side = Path(str(self.db_path) + suffix)
-            if side.exists():
-                os.replace(side, Path(str(target) + suffix))
+        for suffix in ("", "-wal", "-shm"):
+            side, moved = Path(f"{self.db_path}{suffix}"), Path(f"{target}{suffix}")
+            try:
+                os.replace(side, moved)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(os.lstat(moved).st_mode):
+                os.chmod(moved, PRIVATE_FILE_MODE)
         return target.name
 
     def rebuild_after_corruption(self, problem: str) -> None:
@@ -166,18 +397,27 @@ class IndexWriter:
 
     def reopen(self) -> None:
         """Open whatever is at the database path now: a new empty index if the file was deleted."""
-        with self.lock:
+        with self.write_lock.held(), self.lock:
             self.conn.close()
             self.conn, self.inode = self._open()
 
     def close(self) -> None:
+        """Truncate the WAL (unless another process is writing: it will), then close."""
         with self.lock:
+            if self.write_lock.try_hold():
+                try:
+                    self.truncate_wal()
+                except sqlite3.Error as exc:
+                    logger.warning("could not truncate the WAL of %s on closing: %s", self.db_path, exc)
+                finally:
+                    self.write_lock.release()
             self.conn.close()
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        """One write transaction; if it changed anything, it also gives the index a new generation()."""
-        with self.lock:
+        """One write transaction, holding the write lock; if it changed anything, it also gives the
+        index a new generation()."""
+        with self.write_lock.held(), self.lock:
             self.conn.execute("BEGIN IMMEDIATE")
             changes = self.conn.total_changes
             try:
@@ -199,15 +439,15 @@ class IndexWriter:
         cached = self._signatures
         if cached is not None and cached[0] is self.conn and cached[1] == version:
             return cached[2]
-        rows = self.conn.execute("SELECT path, mtime_ns, size, inode, indexed_at_ns FROM files")
-        signatures = {row[:4]: row[4] for row in rows}
+        rows = self.conn.execute("SELECT path, mtime_ns, size, inode, ctime_ns, indexed_at_ns FROM files")
+        signatures = {row[:5]: row[5] for row in rows}
         if not self.conn.in_transaction:  # rows read inside one may still be rolled back
             self._signatures = (self.conn, version, signatures)
         return signatures
 
     def stored_file(self, path: str) -> StoredFile | None:
         row = self.conn.execute(
-            "SELECT id, mtime_ns, size, inode, content_hash, indexed_at_ns FROM files WHERE path = ?", (path,)
+            "SELECT id, mtime_ns, size, inode, ctime_ns, content_hash, indexed_at_ns FROM files WHERE path = ?", (path,)
         ).fetchone()
         return StoredFile(*row) if row else None
 
@@ -217,19 +457,19 @@ class IndexWriter:
         if file_id is not None:
             self._delete_sections(file_id)
         values = (
-            loaded.path, loaded.mtime_ns, loaded.size, loaded.inode, loaded.content_hash, loaded.read_at_ns,
-            loaded.encoding, int(loaded.fallback_decoded), loaded.title, len(loaded.sections),
+            loaded.path, loaded.mtime_ns, loaded.size, loaded.inode, loaded.ctime_ns, loaded.content_hash,
+            loaded.read_at_ns, loaded.encoding, int(loaded.fallback_decoded), loaded.title, len(loaded.sections),
         )
         if file_id is None:
             file_id = self.conn.execute(
-                "INSERT INTO files (path, mtime_ns, size, inode, content_hash, indexed_at_ns, encoding,"
-                " fallback_decoded, title, section_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO files (path, mtime_ns, size, inode, ctime_ns, content_hash, indexed_at_ns, encoding,"
+                " fallback_decoded, title, section_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 values,
             ).lastrowid
         else:
             self.conn.execute(
-                "UPDATE files SET path = ?, mtime_ns = ?, size = ?, inode = ?, content_hash = ?, indexed_at_ns = ?,"
-                " encoding = ?, fallback_decoded = ?, title = ?, section_count = ? WHERE id = ?",
+                "UPDATE files SET path = ?, mtime_ns = ?, size = ?, inode = ?, ctime_ns = ?, content_hash = ?,"
+                " indexed_at_ns = ?, encoding = ?, fallback_decoded = ?, title = ?, section_count = ? WHERE id = ?",
                 (*values, file_id),
             )
         self._insert_sections(file_id, loaded.title, loaded.sections, loaded.compressed_bodies)
@@ -264,12 +504,12 @@ class IndexWriter:
         self._delete_sections(file_id)
         self.conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
 
-    def mark_verified(self, file_id: int, indexed_at_ns: int, mtime_ns: int, inode: int) -> None:
+    def mark_verified(self, file_id: int, indexed_at_ns: int, mtime_ns: int, inode: int, ctime_ns: int) -> None:
         """Record that an unchanged file was re-checked (its content hash matched) at a later time."""
         self._signatures = None
         self.conn.execute(
-            "UPDATE files SET indexed_at_ns = ?, mtime_ns = ?, inode = ? WHERE id = ?",
-            (indexed_at_ns, mtime_ns, inode, file_id),
+            "UPDATE files SET indexed_at_ns = ?, mtime_ns = ?, inode = ?, ctime_ns = ? WHERE id = ?",
+            (indexed_at_ns, mtime_ns, inode, ctime_ns, file_id),
         )
 
     def replace_skipped(self, skipped: Iterable[tuple[str, str, str]]) -> None:
@@ -287,15 +527,28 @@ class IndexWriter:
     def set_meta(self, key: str, value: str) -> None:
         self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
+    def set_meta_values(self, values: Mapping[str, str]) -> None:
+        self.conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", values.items())
+
+    def meta(self) -> dict[str, str]:
+        return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+
+    def skipped_paths(self, reasons: Iterable[str]) -> set[tuple[str, str]]:
+        """(path, reason) of the files last skipped for one of ``reasons``."""
+        wanted = list(reasons)
+        return set(self.conn.execute(
+            "SELECT path, reason FROM skipped WHERE reason IN (SELECT value FROM json_each(?))", (json.dumps(wanted),)
+        ).fetchall())
+
     def optimize(self) -> None:
         """Merge the FTS index into one segment: smaller and faster to query after a bulk load."""
-        with self.lock:
+        with self.write_lock.held(), self.lock:
             self.conn.execute("INSERT INTO sections_fts (sections_fts) VALUES ('optimize')")
 
     def release_free_pages(self) -> None:
         """Give pages left free by FTS5's segment merges back to the file system, when they are more
         than 1/16 of the file (indexes are created with incremental auto-vacuum)."""
-        with self.lock:
+        with self.write_lock.held(), self.lock:
             free = self.conn.execute("PRAGMA freelist_count").fetchone()[0]
             if free * 16 > self.conn.execute("PRAGMA page_count").fetchone()[0]:
                 self.conn.executescript("PRAGMA incremental_vacuum;")  # a plain execute frees one page only
@@ -308,18 +561,31 @@ class IndexWriter:
         finally:
             conn.close()
 
-    def checkpoint(self) -> None:
-        with self.lock:
-            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    def truncate_wal(self) -> bool:
+        """Copy the WAL into the database and cut it to zero bytes; False if a reader still in an
+        older snapshot kept it from finishing (the next call does)."""
+        with self.write_lock.held(), self.lock:
+            self.conn.execute(f"PRAGMA busy_timeout = {CHECKPOINT_BUSY_MS}")
+            try:
+                busy, _, _ = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            finally:
+                self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        return not busy
 
 
-def _header_problem(db_path: Path) -> str | None:
-    """Cheap check before SQLite sees the file: a non-empty file must start with SQLite's header."""
+def _file_problem(db_path: Path) -> str | None:
+    """Cheap checks before SQLite sees the file: it must be a regular file, not a link, and a
+    non-empty one must start with SQLite's header."""
     try:
-        with open(db_path, "rb") as handle:
-            header = handle.read(len(SQLITE_HEADER))
+        st = os.lstat(db_path)
     except FileNotFoundError:
         return None
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link, not an index file"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    with open(db_path, "rb") as handle:
+        header = handle.read(len(SQLITE_HEADER))
     if header and header != SQLITE_HEADER:
         return "not an SQLite database" if len(header) == len(SQLITE_HEADER) else "truncated file"
     return None
@@ -331,6 +597,7 @@ def _prepare_schema(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if version != SCHEMA_VERSION or not {"files", "sections", "sections_fts", "skipped", "meta"} <= tables:
@@ -366,9 +633,9 @@ def reader(db_path: Path) -> sqlite3.Connection:
         entry[0].close()
     try:
         conn = sqlite3.connect(
-            f"file:{db_path}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            f"file:{quote(str(db_path))}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
         )
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        _configure(conn)
         conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.snippet_fts USING fts5(title, heading, body, tokenize='{TOKENIZER}')")
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS question_hits (id INTEGER PRIMARY KEY, score REAL NOT NULL)")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -407,11 +674,20 @@ def estimated_matching_rows(conn: sqlite3.Connection, match: str, sample: int) -
     """Sections matching ``match``, estimated by counting them in the first 1/``sample`` of file ids
     (ids start at 1)."""
     top = _top_file_id(conn)
-    sampled = top // sample + 1
-    rows = conn.execute(
-        "SELECT count(*) FROM sections_fts WHERE sections_fts MATCH ? AND rowid < ?", (match, section_id(sampled + 1, 0))
-    ).fetchone()[0]
-    return rows * top // sampled
+    return estimated_rows_each(conn, [match], top // sample + 1)[0]
+
+
+def estimated_rows_each(conn: sqlite3.Connection, matches: Sequence[str], sample_files: int) -> list[int]:
+    """Sections matching each of ``matches``, estimated by counting them among the first
+    ``sample_files`` file ids: FTS5 reads only the start of each doclist."""
+    top = _top_file_id(conn)
+    sampled = max(1, min(sample_files, top))
+    cut = section_id(sampled + 1, 0)
+    counts = [
+        conn.execute("SELECT count(*) FROM sections_fts WHERE sections_fts MATCH ? AND rowid < ?", (match, cut)).fetchone()[0]
+        for match in matches
+    ]
+    return [count * top // sampled for count in counts]
 
 
 def _top_file_id(conn: sqlite3.Connection) -> int:

@@ -46,6 +46,19 @@ class IndexUnavailableError(DocSearchError):
         super().__init__(f"index {db_path}: {reason}")
 
 
+class SourceUnavailableError(DocSearchError):
+    """The source directory itself cannot be listed: nothing in the index may be taken as deleted."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"source directory {path}: {reason}")
+
+
+class Cancelled(DocSearchError):
+    """Work stopped because its caller went away, cancelled it, or the process is stopping."""
+
+
 class FileSkipped(DocSearchError):
     """A file is not indexed; ``reason`` is one of file_utils.SKIP_REASONS and is counted in status."""
 

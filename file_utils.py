@@ -19,7 +19,7 @@ from operator import attrgetter
 from pathlib import Path
 from urllib.parse import unquote
 
-from exceptions import FileSkipped, UnsafePathError
+from exceptions import FileSkipped, SourceUnavailableError, UnsafePathError
 from models import DB_SUFFIX, DiskFile, Signature
 
 logger = logging.getLogger(__name__)
@@ -32,12 +32,17 @@ SKIP_REASONS = (
     "binary",  # NUL bytes or many control bytes in the content sample
     "not_regular_file",  # FIFO, socket, device
     "symlink_outside_source",  # a link whose target leaves the source directory
-    "symlink_loop",  # a directory reached twice (link loop or a second link to it)
+    "duplicate_link",  # a link to a file or folder inside the source, indexed under its real path
+    "duplicate_directory",  # a folder reached a second time without a link (a bind mount)
+    "symlink_loop",  # a link that resolves to itself
     "broken_symlink",  # a link whose target does not exist
     "undecodable_name",  # a name that is not valid UTF-8 cannot be stored or returned
-    "unreadable",  # permission denied or another OS error while reading
+    "unreadable",  # permission denied or another OS error while listing or reading; what the
+    # index holds for it (a file, or every file under a folder) is kept until it can be read
     "vanished",  # deleted between the walk and the read
 )
+#: A folder that cannot be listed with one of these errors is gone, not unreadable.
+_GONE_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR})
 
 #: Folders never descended into: their files are tooling state, not a person's text.
 IGNORED_DIRECTORIES = frozenset({".git", ".hg", ".svn", ".bzr", "node_modules", "__pycache__"})
@@ -92,8 +97,11 @@ def walk_source(root: Path, file_filter: FileFilter, on_skip: SkipCallback) -> I
     """Yield the Signature of every eligible file under ``root`` (already resolved); report others
     to ``on_skip``.
 
-    Links are followed only while their target stays inside the source; each directory is
-    entered once, so link loops end. Iterative, so 300-deep trees do not hit the recursion limit.
+    A folder or file that exists but cannot be listed or stat-ed is reported as ``unreadable``
+    (a folder's path ends in "/"): it is not known to be gone. If the source itself cannot be
+    listed, SourceUnavailableError is raised. Links are never followed: one to a place inside the
+    source is a duplicate of that place's own path, which the walk reaches anyway; one to outside
+    is not the source. Iterative, so 300-deep trees do not hit the recursion limit.
     """
     root_real = os.path.realpath(root)
     index_real = os.path.realpath(file_filter.index_directory)
@@ -107,7 +115,10 @@ def walk_source(root: Path, file_filter: FileFilter, on_skip: SkipCallback) -> I
         try:
             dir_fd, listed = _list_directory(dir_path)
         except OSError as exc:
-            on_skip(prefix or ".", "unreadable", exc.strerror or str(exc))
+            if not prefix:
+                raise SourceUnavailableError(root_real, f"cannot list it: {exc.strerror or exc}") from None
+            if exc.errno not in _GONE_ERRNOS:
+                on_skip(prefix, "unreadable", f"cannot list the folder: {exc.strerror or exc}")
             continue
         skip_own_files = dir_path == index_real
         try:
@@ -121,7 +132,7 @@ def walk_source(root: Path, file_filter: FileFilter, on_skip: SkipCallback) -> I
                     if entry.is_file(follow_symlinks=False) and name.isascii() and accepts_name(name) and not skip_own_files:
                         st = entry.stat()
                         if st.st_size <= max_size and stat.S_ISREG(st.st_mode):
-                            yield (rel, st.st_mtime_ns, st.st_size, st.st_ino)
+                            yield (rel, st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
                             continue
                     found = _classify_entry(entry, dir_path, rel, root_real, index_real, visited, file_filter, on_skip)
                 except OSError as exc:
@@ -170,52 +181,56 @@ def _classify_entry(
         on_skip(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), "undecodable_name", "")
         return None
     path = os.path.join(dir_path, entry.name)  # a non-link child of a real folder is real
-    is_link = entry.is_symlink()
-    st = None
-    if is_link:
-        path = os.path.realpath(path)
-        if not is_inside(path, root_real):
-            on_skip(rel, "symlink_outside_source", "")
-            return None
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            on_skip(rel, "broken_symlink", "")
-            return None
-        except OSError as exc:
-            if exc.errno != errno.ELOOP:
-                raise
-            on_skip(rel, "symlink_loop", "the link resolves to itself")
-            return None
-    if entry.is_dir():
+    if entry.is_symlink():
+        _skip_link(path, rel, root_real, on_skip)
+        return None
+    if entry.is_dir(follow_symlinks=False):
         if entry.name in IGNORED_DIRECTORIES:
             on_skip(rel + "/", "excluded_directory", "")
             return None
         if path == index_real and index_real != root_real:
             return None  # the daemon's own output: not the user's content, not counted
-        st = st or entry.stat()
+        st = entry.stat(follow_symlinks=False)
         key = (st.st_dev, st.st_ino)
         if key in visited:
-            on_skip(rel + "/", "symlink_loop", "directory already indexed under another path")
+            on_skip(rel + "/", "duplicate_directory", "folder already indexed under another path")
             return None
         visited.add(key)
         return path
-    return _eligible_file(entry, rel, st, file_filter, on_skip)
+    return _eligible_file(entry, rel, file_filter, on_skip)
 
 
-def _eligible_file(
-    entry: os.DirEntry[str], rel: str, st: os.stat_result | None, file_filter: FileFilter, on_skip: SkipCallback
-) -> Signature | None:
-    """The file's Signature if its name, type and size pass the filter (``st``: the link target's stat, if any)."""
+def _skip_link(path: str, rel: str, root_real: str, on_skip: SkipCallback) -> None:
+    """Report why a link is not followed: the real path of what it points to wins."""
+    target = os.path.realpath(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        on_skip(rel, "broken_symlink", "")
+        return
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        on_skip(rel, "symlink_loop", "the link resolves to itself")
+        return
+    shown = rel + "/" if stat.S_ISDIR(st.st_mode) else rel
+    if not is_inside(target, root_real):
+        on_skip(shown, "symlink_outside_source", "")
+    else:
+        on_skip(shown, "duplicate_link", f"indexed as {os.path.relpath(target, root_real)}")
+
+
+def _eligible_file(entry: os.DirEntry[str], rel: str, file_filter: FileFilter, on_skip: SkipCallback) -> Signature | None:
+    """The file's Signature if its name, type and size pass the filter."""
     if not file_filter.accepts_name(entry.name):
         on_skip(rel, "excluded_extension", "")
         return None
-    st = st or entry.stat()
+    st = entry.stat(follow_symlinks=False)
     verdict = _size_and_type_verdict(st, file_filter)
     if verdict:
         on_skip(rel, *verdict)
         return None
-    return (rel, st.st_mtime_ns, st.st_size, st.st_ino)
+    return (rel, st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
 
 
 def _size_and_type_verdict(st: os.stat_result, file_filter: FileFilter) -> tuple[str, str] | None:
@@ -244,7 +259,7 @@ def check_single_file(root: Path, rel: str, file_filter: FileFilter) -> DiskFile
     verdict = _size_and_type_verdict(st, file_filter)
     if verdict:
         raise FileSkipped(rel, *verdict)
-    return DiskFile(path=rel, mtime_ns=st.st_mtime_ns, size=st.st_size, inode=st.st_ino)
+    return DiskFile(path=rel, mtime_ns=st.st_mtime_ns, size=st.st_size, inode=st.st_ino, ctime_ns=st.st_ctime_ns)
 
 
 def _has_surrogates(name: str) -> bool:
@@ -268,6 +283,7 @@ class RawFile:
     mtime_ns: int
     size: int
     inode: int
+    ctime_ns: int
     read_at_ns: int
     content_hash: str
 
@@ -303,6 +319,7 @@ def read_regular_file(root: Path, rel: str, max_bytes: int) -> RawFile:
         mtime_ns=st.st_mtime_ns,
         size=len(data),
         inode=st.st_ino,
+        ctime_ns=st.st_ctime_ns,
         read_at_ns=read_at_ns,
         content_hash=content_hash(data),
     )
@@ -381,7 +398,8 @@ def _bomless_utf16(sample: bytes) -> str | None:
 
 
 def resolve_user_path(root: Path, user_path: str, index_directory: Path) -> str:
-    """Turn a path from a client (relative to the source, or absolute inside it) into a source key.
+    """Turn a path from a client (relative to the source, or absolute inside it) into a source key:
+    the real path, as the walk names it, also when the client named it through a link.
 
     Refuses, without reading anything: NUL bytes, traversal (also backslash- or percent-encoded),
     absolute paths elsewhere, links whose target leaves the source, and the daemon's own files.
@@ -405,7 +423,10 @@ def resolve_user_path(root: Path, user_path: str, index_directory: Path) -> str:
         raise UnsafePathError(user_path, "it is the source directory itself; call refresh_index without a path")
     if not is_inside(os.path.realpath(lexical), root_real):
         raise UnsafePathError(user_path, "it is a link that points outside the source directory")
+    real = os.path.realpath(lexical)
+    if real == root_real:
+        raise UnsafePathError(user_path, "it is the source directory itself; call refresh_index without a path")
     index_real = os.path.realpath(index_directory)
-    if is_inside(os.path.realpath(lexical), index_real) and index_real != root_real or DB_SUFFIX in os.path.basename(lexical):
+    if is_inside(real, index_real) and index_real != root_real or DB_SUFFIX in os.path.basename(real):
         raise UnsafePathError(user_path, "it is one of the daemon's own index files")
-    return os.path.relpath(lexical, root_real).replace(os.sep, "/")
+    return os.path.relpath(real, root_real).replace(os.sep, "/")

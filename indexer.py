@@ -29,7 +29,7 @@ from pathlib import Path
 import database
 from config import USABLE_CPUS
 from database import IndexWriter
-from exceptions import FileSkipped, IndexUnavailableError
+from exceptions import Cancelled, FileSkipped, IndexUnavailableError, SourceUnavailableError
 from file_utils import (
     FileFilter,
     check_single_file,
@@ -80,6 +80,11 @@ RST_EXTENSIONS = (".rst", ".rest")
 QUIET_REASONS = frozenset({"excluded_extension", "excluded_directory"})
 #: Reasons that mean something went wrong while reading, counted as errors in status.
 ERROR_REASONS = frozenset({"unreadable"})
+#: A file skipped for these reasons may be there as it was: what the index holds for it is kept.
+KEEP_REASONS = frozenset({"unreadable"})
+#: Bounds on what a reply or status carries about errors.
+MAX_ERROR_CHARS = 1000
+MAX_REPLY_ERRORS = 100
 
 # The section regexes run on the text between two added newlines (see split_sections). [^\S\n] is
 # the whitespace that str.strip() removes, less the newline.
@@ -254,7 +259,7 @@ def load_file(root: Path, rel: str, max_bytes: int) -> LoadedFile:
     text, encoding, fallback = decode_text(rel, raw.data)
     title, sections = split_sections(text, rel)
     return LoadedFile(
-        path=rel, mtime_ns=raw.mtime_ns, size=raw.size, inode=raw.inode, content_hash=raw.content_hash,
+        path=rel, mtime_ns=raw.mtime_ns, size=raw.size, inode=raw.inode, ctime_ns=raw.ctime_ns, content_hash=raw.content_hash,
         read_at_ns=raw.read_at_ns, encoding=encoding, fallback_decoded=fallback, title=title, sections=sections,
         compressed_bodies=[database.compress(section.body) for section in sections],
     )
@@ -334,12 +339,35 @@ class _ReadAhead:
             self.changed.notify_all()
 
 
+class _LoaderResults(pickle.Unpickler):
+    """Unpickles what a loader process sends, which can only be these classes: nothing in a
+    loader's output can make the writer's process construct anything else."""
+
+    ALLOWED = {
+        ("models", "LoadedFile"), ("models", "Section"), ("exceptions", "FileSkipped"),
+    }
+
+    def find_class(self, module: str, name: str) -> type:
+        if (module, name) not in self.ALLOWED:
+            raise pickle.UnpicklingError(f"a loader process sent {module}.{name}, which it never sends")
+        return super().find_class(module, name)
+
+
+#: How a loader process starts: isolated mode (-I: no current directory, script directory,
+#: PYTHONPATH or user site-packages on sys.path, no PYTHON* variables), from "/", importing this
+#: install's modules by their absolute folder. Nothing in the folder the server was started in
+#: (an untrusted project, often) can be imported in its place.
+LOADER_COMMAND = [
+    sys.executable, "-I", "-c",
+    f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); import indexer; indexer.run_loader()",
+]
+
+
 class _LoaderProcess:
     """One loader process and the thread that feeds it its chunks and queues what it sends back."""
 
     def __init__(self, root: Path, chunks: list[tuple[int, list[str], int]], max_bytes: int, read_ahead: _ReadAhead) -> None:
-        code = f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); import indexer; indexer.run_loader()"
-        self.process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.process = subprocess.Popen(LOADER_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd="/")
         self.results: queue.SimpleQueue[list[LoadedFile | FileSkipped] | None] = queue.SimpleQueue()
         self.thread = threading.Thread(
             target=self._exchange, args=(root, chunks, max_bytes, read_ahead), name="loader-pipe", daemon=True
@@ -355,7 +383,8 @@ class _LoaderProcess:
             for number, _, size in chunks:
                 if not read_ahead.take(number, size):
                     return
-                self.results.put(pickle.load(stdout))
+                # One unpickler per message, as pickle.load does: each dump numbers its memo from 0.
+                self.results.put(_LoaderResults(stdout).load())
         except (OSError, EOFError, pickle.UnpicklingError) as exc:
             if not read_ahead.stopping:
                 logger.warning("a loader process stopped (%s); loading the rest in the writer's process", exc or "died")
@@ -417,10 +446,13 @@ class Changes:
     to_verify: list[DiskFile] = field(default_factory=list)
     to_remove: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str, str]] = field(default_factory=list)
+    #: Eligible files the walk found, changed or not.
+    seen: int = 0
 
 
 class FileScanner:
-    """Walks the source and compares it with the stored mtime (ns), size and inode of each file."""
+    """Walks the source and compares it with the stored signature (path, mtime, size, inode, ctime)
+    of each file."""
 
     def __init__(self, config: ServerConfig) -> None:
         self.root = config.source_directory
@@ -432,8 +464,8 @@ class FileScanner:
         )
 
     def changes(self, signatures: Mapping[Signature, int]) -> Changes:
-        """Compare the walk with IndexWriter.file_signatures(): a file is unchanged when its path,
-        mtime, size and inode all equal a stored signature."""
+        """Compare the walk with IndexWriter.file_signatures(): a file is unchanged when its whole
+        signature equals a stored one. What the walk could not list or stat is not removed."""
         result = Changes()
         unmatched = dict(signatures)
 
@@ -441,14 +473,21 @@ class FileScanner:
             result.skipped.append((path, reason, detail))
 
         for signature in walk_source(self.root, self.filter, on_skip):
+            result.seen += 1
             indexed_at_ns = unmatched.pop(signature, None)
             if indexed_at_ns is None:
                 result.to_read.append(DiskFile._make(signature))
-            elif indexed_at_ns - signature[1] < RACY_WINDOW_NS:  # signature[1]: its mtime_ns
+            elif indexed_at_ns - max(signature[1], signature[4]) < RACY_WINDOW_NS:  # its mtime and ctime
                 result.to_verify.append(DiskFile._make(signature))
-        # Left unmatched: files changed since (read again above) or no longer found by the walk.
+        # Left unmatched: files changed since (read again above), no longer found by the walk, or in
+        # a folder (or themselves) that could not be listed or stat-ed: those are kept.
+        unknown = [path for path, reason, _ in result.skipped if reason == "unreadable"]
+        kept_exact, kept_under = set(unknown), tuple(path.rstrip("/") + "/" for path in unknown)
         to_read = {disk.path for disk in result.to_read}
-        result.to_remove = [path for path, _, _, _ in unmatched if path not in to_read]
+        result.to_remove = [
+            path for path, *_ in unmatched
+            if path not in to_read and path not in kept_exact and not path.startswith(kept_under)
+        ]
         return result
 
 
@@ -456,16 +495,26 @@ class FileScanner:
 
 
 class TextIndexer:
-    """Owns the writer and the scan state; every index change goes through here."""
+    """Owns the writer and the scan state; every index change goes through here.
 
-    def __init__(self, config: ServerConfig, writer: IndexWriter) -> None:
+    Every change is made holding the index's write lock (database.WriterLock), so that one
+    process writes at a time; a scan holds it throughout. What a scan does is recorded in the
+    index's meta table as it goes (state, progress, errors), so every process reads the same status.
+    """
+
+    def __init__(self, config: ServerConfig, writer: IndexWriter, stop: threading.Event | None = None) -> None:
         self.config = config
         self.writer = writer
         self.scanner = FileScanner(config)
         self.progress = ScanProgress()
         self.scan_lock = threading.Lock()
+        #: Set when the process is stopping: a scan ends after the file being written, and waits
+        #: for another process's lock end.
+        self.stop = stop or threading.Event()
+        #: This process's count of errors, and the latest; the index's meta holds every process's.
         self.errors_encountered = 0
         self.last_error: str | None = None
+        self.unsaved_errors = 0
         self._logged_skips: set[tuple[str, str]] = set()
         #: Set when a reader saw the index fail; the next scan checks the file and rebuilds it if damaged.
         self.damage_suspected = False
@@ -474,47 +523,69 @@ class TextIndexer:
 
     def _record_error(self, message: str) -> None:
         self.errors_encountered += 1
-        self.last_error = message
+        self.unsaved_errors += 1
+        self.last_error = message[:MAX_ERROR_CHARS]
         logger.error("%s", message)
+
+    def _error_meta(self, new_errors: int, last_error: str | None) -> dict[str, str]:
+        """Meta values that add this process's unsaved errors and ``new_errors`` to the index's
+        count (read inside the caller's transaction, so no process's errors are lost)."""
+        saved = int(self.writer.meta().get("errors_encountered") or 0)
+        total = saved + self.unsaved_errors + new_errors
+        self.unsaved_errors = 0
+        return {"errors_encountered": str(total), "last_error": (last_error or "")[:MAX_ERROR_CHARS]}
 
     def _log_skip(self, path: str, reason: str, detail: str) -> None:
         if reason in QUIET_REASONS or (path, reason) in self._logged_skips:
             return
         self._logged_skips.add((path, reason))
-        logger.warning("skipped %s: %s%s", path, reason, f" ({detail})" if detail else "")
+        logger.warning("skipped %r: %s%s", path, reason, f" ({detail})" if detail else "")
+
+    def _waiting_for(self, pid: int | None) -> None:
+        logger.info("another process (pid %s) is writing the index %s; waiting for it to finish", pid or "?", self.writer.db_path)
 
     def check_integrity(self) -> bool:
         """Run SQLite's quick_check; move a damaged index aside and start empty. True if it was ok."""
-        try:
-            verdict = self.writer.quick_check()
-        except sqlite3.DatabaseError as exc:
-            verdict = str(exc)
-        if verdict == "ok":
-            return True
-        self.writer.rebuild_after_corruption(f"integrity check failed: {verdict[:200]}")
+        with self.writer.write_lock.held(self._waiting_for, self.stop):
+            try:
+                verdict = self.writer.quick_check()
+            except sqlite3.DatabaseError as exc:
+                verdict = str(exc)
+            if verdict == "ok":
+                return True
+            self.writer.rebuild_after_corruption(f"integrity check failed: {verdict[:200]}")
         self._record_error(f"the index failed its integrity check; moved it to {self.writer.recovered_from} and rebuilt it")
         return False
 
     def scan(self, on_progress: Callable[[ScanProgress], None] | None = None) -> RefreshReply:
-        """Bring the whole index up to date with the disk now. One scan runs at a time."""
+        """Bring the whole index up to date with the disk now. One scan runs at a time; it waits
+        while another process writes the index."""
         with self.scan_lock:
             try:
-                self._check_index_file()
-                return self._scan(on_progress)
-            except sqlite3.DatabaseError as exc:
-                if not database.is_corruption(exc):
-                    return self._scan_failed(exc)
-                self._record_error(f"the index became unreadable ({exc}); rebuilding it")
-                self.writer.rebuild_after_corruption(str(exc))
-                try:
-                    return self._scan(on_progress)
-                except sqlite3.DatabaseError as again:
-                    return self._scan_failed(again)
-            except OSError as exc:  # e.g. the source directory is gone (unmounted, renamed): retry next scan
-                return self._scan_failed(exc)
+                with self.writer.write_lock.held(self._waiting_for, self.stop):
+                    return self._scan_with_recovery(on_progress)
+            except Cancelled as exc:
+                return {"success": False, "files_processed": self.progress.files_done, "files_removed": 0, "errors": [str(exc)]}
             finally:
                 self.progress.state, self.progress.phase = "idle", "done"
                 self.progress.finished_at = time.time()
+
+    def _scan_with_recovery(self, on_progress: Callable[[ScanProgress], None] | None) -> RefreshReply:
+        try:
+            self._check_index_file()
+            return self._scan(on_progress)
+        except sqlite3.DatabaseError as exc:
+            if not database.is_corruption(exc):
+                return self._scan_failed(exc)
+            self._record_error(f"the index became unreadable ({exc}); rebuilding it")
+            self.writer.rebuild_after_corruption(str(exc))
+            try:
+                return self._scan(on_progress)
+            except sqlite3.DatabaseError as again:
+                return self._scan_failed(again)
+        except (OSError, SourceUnavailableError) as exc:
+            # The source is gone, unlisted or unmounted: nothing is removed; the next scan retries.
+            return self._scan_failed(exc)
 
     def _check_index_file(self) -> None:
         """Reopen an index file deleted or replaced under the writer (one stat per scan), and check
@@ -528,8 +599,16 @@ class TextIndexer:
             self.check_integrity()
 
     def _scan_failed(self, exc: Exception) -> RefreshReply:
-        problem = exc if isinstance(exc, OSError) else f"cannot write the index {self.writer.db_path}: {exc}"
+        if isinstance(exc, (OSError, SourceUnavailableError)):
+            problem = f"{exc}; the index is kept as it was"
+        else:
+            problem = f"cannot write the index {self.writer.db_path}: {exc}"
         self._record_error(f"scan stopped: {problem}")
+        try:
+            with self.writer.transaction():
+                self.writer.set_meta_values({"scan_state": "idle", **self._error_meta(0, self.last_error)})
+        except sqlite3.Error:
+            pass  # the index cannot be written now (disk full, read-only): the error stays unsaved
         return {"success": False, "files_processed": self.progress.files_done, "files_removed": 0, "errors": [self.last_error or ""]}
 
     def _scan(self, on_progress: Callable[[ScanProgress], None] | None) -> RefreshReply:
@@ -537,45 +616,72 @@ class TextIndexer:
         progress.state, progress.phase = "indexing", "walking"
         progress.files_done = progress.files_total = 0
         progress.started_at = time.time()
+        identity = _directory_identity(self.config.source_directory)
         with self.writer.lock:
             signatures = self.writer.file_signatures()
+            recorded_identity = self.writer.meta().get("source_identity")
+            known_problems = self.writer.skipped_paths(ERROR_REASONS)  # before this scan records its own
         changes = self.scanner.changes(signatures)
+        if recorded_identity not in (None, identity) and signatures and not changes.seen and not changes.skipped:
+            raise SourceUnavailableError(
+                str(self.config.source_directory),
+                f"it is now an empty folder other than the one indexed (an unmounted drive?), so its {len(signatures)}"
+                f" indexed files are kept; if it really is a new, empty folder, delete {self.writer.db_path} to start over",
+            )
         for path, reason, detail in changes.skipped:
             self._log_skip(path, reason, detail)
         progress.skipped = dict(Counter(reason for _, reason, _ in changes.skipped))
         progress.files_total = len(changes.to_read) + len(changes.to_verify) + len(changes.to_remove)
         progress.phase = "indexing"
+        if progress.files_total:
+            with self.writer.transaction():
+                self.writer.set_meta_values({
+                    "scan_state": "indexing", "scan_pid": str(os.getpid()), "scan_started": _now(),
+                    "scan_files_total": str(progress.files_total), "scan_files_done": "0",
+                })
         if on_progress:
             on_progress(progress)
         removed = self._remove(changes.to_remove, on_progress)
         outcome = self._index_files(changes.to_read + changes.to_verify, on_progress)
         skipped = changes.skipped + outcome.skipped
+        problems = [(path, reason, detail) for path, reason, detail in skipped if reason in ERROR_REASONS]
+        new_problems = sum(1 for path, reason, _ in problems if (path, reason) not in known_problems)
         with self.writer.transaction():
             self.writer.replace_skipped(
                 (path, reason, detail) for path, reason, detail in skipped if reason not in QUIET_REASONS
             )
-            self.writer.set_meta("last_scan", datetime.now(UTC).isoformat(timespec="seconds"))
-            self.writer.set_meta("skipped_counts", json.dumps(dict(Counter(reason for _, reason, _ in skipped))))
+            self.last_error = _describe_problems(problems)
+            self.writer.set_meta_values({
+                "scan_state": "idle", "scan_files_done": str(progress.files_done),
+                "last_scan": _now(), "source_identity": identity,
+                "skipped_counts": json.dumps(dict(Counter(reason for _, reason, _ in skipped))),
+                "settings": json.dumps(self.config.index_settings),
+                **self._error_meta(new_problems, self.last_error),
+            })
+        self.errors_encountered += new_problems
         progress.skipped = dict(Counter(reason for _, reason, _ in skipped))
         changed = outcome.written or removed or outcome.skipped
         if outcome.written or removed:
             self.writer.release_free_pages()
+            self.writer.truncate_wal()
         logger.log(
             logging.INFO if changed else logging.DEBUG,
             "scan done: %d files read, %d removed, %d unchanged verified, skipped %s, %.1fs",
             outcome.written, removed, outcome.verified, progress.skipped or "none", time.time() - (progress.started_at or 0),
         )
-        errors = [f"{path}: {reason}{': ' + detail if detail else ''}" for path, reason, detail in outcome.skipped if reason in ERROR_REASONS]
-        return {"success": True, "files_processed": outcome.written, "files_removed": removed, "errors": errors[:100]}
+        errors = [f"{path}: {reason}{': ' + detail if detail else ''}"[:MAX_ERROR_CHARS] for path, reason, detail in problems]
+        return {"success": True, "files_processed": outcome.written, "files_removed": removed, "errors": errors[:MAX_REPLY_ERRORS]}
 
     def _remove(self, to_remove: list[str], on_progress: Callable[[ScanProgress], None] | None) -> int:
         for start in range(0, len(to_remove), BATCH_FILES):
+            batch = to_remove[start:start + BATCH_FILES]
             with self.writer.transaction():
-                for path in to_remove[start:start + BATCH_FILES]:
+                for path in batch:
                     current = self.writer.stored_file(path)
                     if current is not None:
                         self.writer.remove_file(current.file_id)
-            self.progress.files_done += len(to_remove[start:start + BATCH_FILES])
+                self.writer.set_meta("scan_files_done", str(self.progress.files_done + len(batch)))
+            self.progress.files_done += len(batch)
             if on_progress:
                 on_progress(self.progress)
         return len(to_remove)
@@ -583,10 +689,15 @@ class TextIndexer:
     def _index_files(self, files: list[DiskFile], on_progress: Callable[[ScanProgress], None] | None) -> _Outcome:
         outcome = _Outcome()
         loaded = self._load_ahead(files)
-        for first in loaded:
-            self._write_batch(first, loaded, outcome)
-            if on_progress:
-                on_progress(self.progress)
+        try:
+            for first in loaded:
+                self._write_batch(first, loaded, outcome)
+                if on_progress:
+                    on_progress(self.progress)
+                if self.stop.is_set():
+                    raise Cancelled("the scan stopped before it finished: the server is stopping")
+        finally:
+            loaded.close()  # stops the loader processes at once when the scan ends early
         return outcome
 
     def _load_ahead(self, files: list[DiskFile]) -> Iterator[LoadedFile | FileSkipped]:
@@ -600,7 +711,8 @@ class TextIndexer:
         self, first: LoadedFile | FileSkipped, rest: Iterator[LoadedFile | FileSkipped], outcome: _Outcome
     ) -> None:
         """Write ``first`` and then files from ``rest`` in one transaction, up to BATCH_FILES files or
-        BATCH_BYTES of text. Files are written as they arrive, so a batch is never all in memory."""
+        BATCH_BYTES of text (less if the process is stopping). Files are written as they arrive, so a
+        batch is never all in memory."""
         skipped: list[FileSkipped] = []
         count = size = 0
         item: LoadedFile | FileSkipped | None = first
@@ -611,7 +723,9 @@ class TextIndexer:
                 self._write_one(item, outcome)
                 count += 1
                 size += item.size if isinstance(item, LoadedFile) else 0
-                item = next(rest, None) if count < BATCH_FILES and size < BATCH_BYTES else None
+                full = count >= BATCH_FILES or size >= BATCH_BYTES or self.stop.is_set()
+                item = None if full else next(rest, None)
+            self.writer.set_meta("scan_files_done", str(self.progress.files_done + count))
         for missing in skipped:
             self._log_skip(missing.path, missing.reason, missing.detail)
         self.progress.files_done += count
@@ -619,13 +733,13 @@ class TextIndexer:
     def _write_one(self, item: LoadedFile | FileSkipped, outcome: _Outcome) -> None:
         current = self.writer.stored_file(item.path)
         if isinstance(item, FileSkipped):
-            if current is not None:
+            if current is not None and item.reason not in KEEP_REASONS:
                 self.writer.remove_file(current.file_id)
             if item.reason != "vanished":
                 outcome.skipped.append((item.path, item.reason, item.detail))
                 self.writer.set_skipped(item.path, item.reason, item.detail)
         elif current is not None and current.content_hash == item.content_hash and current.size == item.size:
-            self.writer.mark_verified(current.file_id, item.read_at_ns, item.mtime_ns, item.inode)
+            self.writer.mark_verified(current.file_id, item.read_at_ns, item.mtime_ns, item.inode, item.ctime_ns)
             outcome.verified += 1
         else:
             self.writer.upsert_file(item, current.file_id if current else None)
@@ -642,22 +756,24 @@ class TextIndexer:
             )
         except FileSkipped as skipped:
             loaded = skipped
-        with self.writer.transaction():
+        with self.writer.write_lock.held(self._waiting_for, self.stop), self.writer.transaction():
             current = self.writer.stored_file(rel)
             if isinstance(loaded, LoadedFile):
                 self.writer.upsert_file(loaded, current.file_id if current else None)
                 self.writer.clear_skipped(rel)
                 return {"success": True, "files_processed": 1, "files_removed": 0, "errors": []}
-            if current is not None:
-                self.writer.remove_file(current.file_id)
             if loaded is None:
                 if current is None:
                     return {"success": False, "files_processed": 0, "files_removed": 0,
                             "errors": [f"{rel}: no such file in the source directory, and not in the index"]}
+                self.writer.remove_file(current.file_id)
                 return {"success": True, "files_processed": 0, "files_removed": 1, "errors": []}
+            removed = current is not None and loaded.reason not in KEEP_REASONS
+            if removed:
+                self.writer.remove_file(current.file_id)
             if loaded.reason != "vanished":
                 self.writer.set_skipped(rel, loaded.reason, loaded.detail)
-        return {"success": False, "files_processed": 0, "files_removed": int(current is not None), "errors": [str(loaded)]}
+        return {"success": False, "files_processed": 0, "files_removed": int(removed), "errors": [str(loaded)]}
 
 
 @dataclass
@@ -667,8 +783,29 @@ class _Outcome:
     skipped: list[tuple[str, str, str]] = field(default_factory=list)
 
 
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _directory_identity(path: Path) -> str:
+    """Device and inode of a folder: they change when another file system is mounted over it or
+    unmounted from it, or the folder is replaced."""
+    st = os.stat(path)
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def _describe_problems(problems: list[tuple[str, str, str]]) -> str | None:
+    """One line for status's last_error about what a scan could not read, or None."""
+    if not problems:
+        return None
+    path, reason, detail = problems[0]
+    more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+    return f"{path}: {reason}{': ' + detail if detail else ''}{more}; what the index held for it is kept"
+
+
 def read_status(config: ServerConfig, indexer: TextIndexer | None, startup_error: str | None = None) -> StatusReply:
-    """Status from the index file plus, when a daemon is running, its live scan progress."""
+    """Status as the index records it (any process reads the same), with this process's own scan
+    progress when it is the one scanning, and its own problems (an index it cannot open)."""
     db_path = config.db_path
     counts: dict = {"indexed_files": 0, "total_documents": 0, "fallback_decoded_files": 0, "meta": {}}
     problem = startup_error
@@ -680,22 +817,42 @@ def read_status(config: ServerConfig, indexer: TextIndexer | None, startup_error
         if indexer is not None:
             indexer.damage_suspected = True
     meta = counts["meta"]
-    progress = indexer.progress if indexer else ScanProgress(state="idle")
-    skipped = progress.skipped if indexer and progress.started_at else json.loads(meta.get("skipped_counts", "{}"))
+    lock = indexer.writer.write_lock if indexer else database.WriterLock(database.lock_path(db_path))
+    writer_pid = lock.holder()
+    own = indexer.progress if indexer else None
+    if own is not None and own.state == "indexing":
+        state, phase, done, total, skipped = "indexing", own.phase, own.files_done, own.files_total, own.skipped
+    else:
+        if meta.get("scan_state") == "indexing" and writer_pid is not None:
+            state, phase = "indexing", "indexing"  # another process is scanning now
+        elif indexer is None and startup_error:
+            state, phase = "error", ""
+        elif own.finished_at if own is not None else meta.get("last_scan"):  # a daemon waits for its own first scan
+            state, phase = "idle", "done"
+        else:
+            state, phase = "starting", ""
+        done, total = int(meta.get("scan_files_done") or 0), int(meta.get("scan_files_total") or 0)
+        skipped = json.loads(meta.get("skipped_counts") or "{}")
+    unsaved = indexer.unsaved_errors if indexer else 0
+    if problem:
+        last_error: str | None = problem
+    elif unsaved:
+        last_error = indexer.last_error if indexer else None
+    else:
+        last_error = meta.get("last_error") or None
     size = sum(p.stat().st_size for p in (db_path, Path(f"{db_path}-wal")) if p.exists())
-    errors = indexer.errors_encountered if indexer else 0
-    last_error = (indexer.last_error if indexer else None) or problem
     return {
         "source_directory": str(config.source_directory),
         "index_path": str(db_path),
-        "state": "error" if indexer is None and startup_error else progress.state,
-        "progress": {"phase": progress.phase, "files_done": progress.files_done, "files_total": progress.files_total},
+        "state": state,
+        "progress": {"phase": phase, "files_done": done, "files_total": total},
         "indexed_files": counts["indexed_files"],
         "total_documents": counts["total_documents"],
         "index_size_mb": round(size / (1024 * 1024), 3),
         "last_scan": meta.get("last_scan"),
-        "errors_encountered": errors + skipped.get("unreadable", 0) + (1 if startup_error else 0),
+        "errors_encountered": int(meta.get("errors_encountered") or 0) + unsaved + (1 if startup_error else 0),
         "last_error": last_error,
         "skipped_files": skipped,
         "fallback_decoded_files": counts["fallback_decoded_files"],
+        "writer_pid": writer_pid,
     }

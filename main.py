@@ -17,21 +17,26 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from config import ENV_VARS, FLAGS, load_config
+import database
+from config import CONFIG_ENV_VAR, ENV_VARS, FLAGS, load_config
 from database import IndexWriter
-from exceptions import ConfigError, DocSearchError, IndexUnavailableError
+from exceptions import Cancelled, ConfigError, DocSearchError, IndexUnavailableError
 from indexer import TextIndexer, read_status
 from models import ScanProgress, ServerConfig
 from search import search as run_search
 
 logger = logging.getLogger("docsearch")
+_T = TypeVar("_T")
 
 COMMANDS = ("serve", "index", "search", "status")
 #: While the index directory cannot be written, retry opening it this often (seconds).
 WRITER_RETRY_SECONDS = 30.0
+#: On exit, how long the rescan loop may take to finish the file it is writing (seconds).
+STOP_WAIT_SECONDS = 5.0
 
 SERVER_INSTRUCTIONS = """Full-text search over the user's local text files (notes, docs, source).
 Use `search` with keywords or a natural-language question; it returns at most one hit per file with
@@ -57,7 +62,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     for key, flag in FLAGS.items():
         metavar, text = described[key]
         common.add_argument(flag, dest=key, metavar=metavar, help=text)
-    common.add_argument("--config", metavar="FILE", help="JSON config file (default: ./config.json if present)")
+    common.add_argument(
+        "--config", metavar="FILE", help=f"JSON config file (default: ${CONFIG_ENV_VAR}, else the config.json beside main.py)"
+    )
     common.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     env_help = "environment: " + ", ".join(ENV_VARS.values())
     parser = argparse.ArgumentParser(prog="main.py", description="Local full-text search over MCP stdio.", epilog=env_help)
@@ -101,8 +108,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def cmd_index(config: ServerConfig, args: argparse.Namespace) -> int:
+    def waiting(pid: int | None) -> None:
+        print(f"another process (pid {pid or '?'}) is writing this index; waiting for it to finish", file=sys.stderr)
+
     try:
-        writer = IndexWriter(config.db_path)
+        writer = IndexWriter(config.db_path, on_wait=waiting)
     except Exception as exc:  # noqa: BLE001 - any failure to open is reported the same way
         print(f"main.py: cannot open the index {config.db_path}: {exc}", file=sys.stderr)
         return 1
@@ -143,7 +153,7 @@ def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
     try:
         reply = run_search(config.db_path, args.query, args.limit)
     except DocSearchError as exc:
-        print(f"main.py: {exc}", file=sys.stderr)
+        print(f"main.py: {exc}{other_settings_hint(config)}", file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(reply, ensure_ascii=False, indent=2))
@@ -155,8 +165,24 @@ def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
     return 0
 
 
+def other_settings_hint(config: ServerConfig) -> str:
+    """When this source has no index for these settings but has one for others, say so."""
+    if config.db_path.exists():
+        return ""
+    others = database.other_settings_indexes(config.db_path)
+    if not others:
+        return ""
+    return (
+        f"; this source has an index built with other settings ({others[0].name}): give the same"
+        " --include-ext, --exclude-ext and --max-file-size-mb as the server that built it"
+    )
+
+
 def cmd_status(config: ServerConfig, args: argparse.Namespace) -> int:
     status = read_status(config, None)
+    hint = other_settings_hint(config)
+    if hint and status["last_error"]:
+        status["last_error"] += hint
     if args.json:
         print(json.dumps(status, ensure_ascii=False, indent=2))
     else:
@@ -169,7 +195,11 @@ def cmd_status(config: ServerConfig, args: argparse.Namespace) -> int:
 
 
 class Daemon:
-    """Owns the writer and the background rescan loop; the MCP tools call into it."""
+    """Owns the writer and the background rescan loop; the MCP tools call into it.
+
+    Nothing here touches the index before the loop thread runs: opening it may wait for another
+    process that is writing it, and the MCP handshake must not wait for that.
+    """
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
@@ -177,18 +207,25 @@ class Daemon:
         self.startup_error: str | None = None
         self.first_scan_done = threading.Event()
         self.stopping = threading.Event()
-        self._open_writer()
+        self._thread = threading.Thread(target=self._loop, name="rescan", daemon=True)
 
     def _open_writer(self) -> None:
+        def waiting(pid: int | None) -> None:
+            logger.info("another process (pid %s) is writing %s; serving searches from it meanwhile", pid or "?", self.config.db_path)
+
         try:
-            self.indexer = TextIndexer(self.config, IndexWriter(self.config.db_path))
-            self.startup_error = None
+            writer = IndexWriter(self.config.db_path, on_wait=waiting, stop=self.stopping)
+        except Cancelled:
+            return
         except Exception as exc:  # noqa: BLE001 - the server must keep answering whatever happened
             self.startup_error = f"cannot open or create the index {self.config.db_path}: {exc}"
             logger.error("%s; retrying every %.0fs", self.startup_error, WRITER_RETRY_SECONDS)
+            return
+        self.indexer = TextIndexer(self.config, writer, self.stopping)
+        self.startup_error = None
 
     def start(self) -> None:
-        threading.Thread(target=self._loop, name="rescan", daemon=True).start()
+        self._thread.start()
 
     def _loop(self) -> None:
         checked = False
@@ -204,6 +241,8 @@ class Daemon:
                     if not self.first_scan_done.is_set():
                         logger.info("first scan finished: %d files read, %d removed; serving %s",
                                     reply["files_processed"], reply["files_removed"], self.config.source_directory)
+                except Cancelled:
+                    return
                 except Exception:  # noqa: BLE001 - the loop must outlive any one failed scan
                     logger.exception("rescan failed; trying again at the next interval")
                 self.first_scan_done.set()
@@ -215,10 +254,38 @@ class Daemon:
             else:
                 self.stopping.wait(interval)
 
-    def require_indexer(self) -> TextIndexer:
-        if self.indexer is None:
-            raise DocSearchError(self.startup_error or "the index is not open yet")
+    def wait_for_indexer(self, cancelled: threading.Event) -> TextIndexer:
+        """The indexer, once the loop has opened the index (it may be waiting for another process
+        that is writing it); raises if it cannot be opened or the caller gives up."""
+        while self.indexer is None:
+            if self.startup_error:
+                raise DocSearchError(self.startup_error)
+            if cancelled.wait(0.05) or self.stopping.is_set():
+                raise Cancelled("cancelled while waiting for the index to open")
         return self.indexer
+
+    def close(self) -> None:
+        """Stop the rescan loop (a scan ends after the file it is writing) and close the index,
+        truncating its WAL."""
+        self.stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(STOP_WAIT_SECONDS)
+        if self.indexer is not None and not self._thread.is_alive():
+            self.indexer.writer.close()
+
+
+async def run_cancellable(work: Callable[[threading.Event], _T]) -> _T:
+    """Run ``work(cancelled)`` on a worker thread. If the MCP request is cancelled (the client
+    sent notifications/cancelled, or went away), ``cancelled`` is set so the work can stop its
+    SQLite statements, and the request ends at once."""
+    import anyio
+
+    cancelled = threading.Event()
+    try:
+        return await anyio.to_thread.run_sync(work, cancelled, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        cancelled.set()
+        raise
 
 
 def build_server(daemon: Daemon) -> Any:
@@ -235,13 +302,19 @@ def build_server(daemon: Daemon) -> Any:
     config = daemon.config
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
-    def search(query: str, limit: int = 10) -> SearchReply:
+    async def search(query: str, limit: int = 10) -> SearchReply:
         """Full-text search of the indexed files. Returns the best-matching section of each file
         (at most `limit` files, 1-100): path, title, heading, snippet (matches in **bold**; a ** in
         the file itself shows as \\*\\*), score (higher is better), line_start/line_end,
         last_modified. Accepts keywords or a question; "exact phrase", prefix*, and -exclude work."""
+
+        def work(cancelled: threading.Event) -> SearchReply:
+            return run_search(
+                config.db_path, query, limit, indexing=not daemon.first_scan_done.is_set(), cancelled=cancelled.is_set
+            )
+
         try:
-            return run_search(config.db_path, query, limit, indexing=not daemon.first_scan_done.is_set())
+            return await run_cancellable(work)
         except DocSearchError as exc:
             if isinstance(exc, IndexUnavailableError) and daemon.indexer is not None:
                 daemon.indexer.damage_suspected = True
@@ -249,8 +322,9 @@ def build_server(daemon: Daemon) -> Any:
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     def get_index_status() -> StatusReply:
-        """How many files are indexed, when the last scan finished, whether a scan is running and
-        how far it got, the index size, and how many files were skipped for which reason."""
+        """How many files are indexed, when the last scan finished, whether a scan is running (in
+        this process or another one writing the same index) and how far it got, the index size, and
+        how many files were skipped for which reason."""
         return read_status(config, daemon.indexer, daemon.startup_error)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False))
@@ -258,15 +332,19 @@ def build_server(daemon: Daemon) -> Any:
         """Make the index current now. With `filepath` (relative to the source directory, or
         absolute inside it): re-read that one file, or drop it if it was deleted. Without: rescan
         everything (waits for a scan already running, then scans again)."""
-        try:
-            indexer = daemon.require_indexer()
-            if filepath is not None:
-                return await anyio.to_thread.run_sync(indexer.refresh_file, filepath)
 
-            def report(progress: ScanProgress) -> None:
+        def report(progress: ScanProgress) -> None:
+            try:
                 anyio.from_thread.run(ctx.report_progress, progress.files_done, progress.files_total or None, progress.phase)
+            except Exception:  # noqa: BLE001 - a client gone or a cancelled call must not stop the scan
+                logger.debug("progress not sent", exc_info=True)
 
-            return await anyio.to_thread.run_sync(indexer.scan, report)
+        def work(cancelled: threading.Event) -> RefreshReply:
+            indexer = daemon.wait_for_indexer(cancelled)
+            return indexer.refresh_file(filepath) if filepath is not None else indexer.scan(report)
+
+        try:
+            return await run_cancellable(work)
         except DocSearchError as exc:
             raise ToolError(str(exc)) from exc
 
@@ -274,23 +352,30 @@ def build_server(daemon: Daemon) -> Any:
 
 
 def cmd_serve(config: ServerConfig, args: argparse.Namespace) -> int:
-    signal.signal(signal.SIGINT, _exit_on_interrupt)  # first: Ctrl-C must work from the start
     daemon = Daemon(config)
+    stop_on = _stopper(daemon)
+    signal.signal(signal.SIGINT, stop_on)  # first: Ctrl-C must work from the start
+    signal.signal(signal.SIGTERM, stop_on)
     server = build_server(daemon)
     daemon.start()
     if sys.stdin.isatty():
         logger.info("serving %s over MCP stdio; this is meant to be started by an MCP client (Ctrl-C stops)", config.source_directory)
-    server.run()
-    daemon.stopping.set()
+    server.run()  # returns when the client closes stdin
+    daemon.close()
     return 0
 
 
-def _exit_on_interrupt(signum: int, frame: object) -> None:
-    # The SDK reads stdin on a worker thread that stays blocked in read() on a terminal, so a
-    # cancelled event loop would wait for it forever. The index is crash-safe: leaving at once loses nothing.
-    logger.info("interrupted; stopping")
-    logging.shutdown()
-    os._exit(130)
+def _stopper(daemon: Daemon) -> Callable[[int, object], None]:
+    def stop(signum: int, frame: object) -> None:
+        # The SDK reads stdin on a worker thread that stays blocked in read() on a terminal, so a
+        # cancelled event loop would wait for it forever: close the index and leave at once. The
+        # index is crash-safe, so even a close that cannot finish in time loses nothing.
+        logger.info("%s; stopping", signal.Signals(signum).name)
+        daemon.close()
+        logging.shutdown()
+        os._exit(128 + signum)
+
+    return stop
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ schema on Python 3.11); the CLI's ``--json`` prints the very same dictionaries.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,12 +35,27 @@ class ServerConfig:
         return int(self.max_file_size_mb * 1024 * 1024)
 
     @property
+    def index_settings(self) -> dict[str, object]:
+        """The settings that decide which files an index holds (and so are part of its identity)."""
+        return {
+            "included_extensions": sorted(self.included_extensions),
+            "excluded_extensions": sorted(self.excluded_extensions),
+            "max_file_size_bytes": self.max_file_size_bytes,
+        }
+
+    @property
     def db_path(self) -> Path:
-        """The index file: named after the source so sources sharing an index directory never collide."""
+        """The index file: ``<folder name>-<hash of the source path>-<hash of index_settings>``.
+
+        Sources sharing an index directory never collide, and two servers on one source with
+        different settings each keep their own index instead of rewriting each other's.
+        """
         source = str(self.source_directory)
         digest = hashlib.sha256(source.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        settings = json.dumps(self.index_settings, sort_keys=True, ensure_ascii=True)
+        settings_digest = hashlib.sha256(settings.encode("ascii")).hexdigest()[:8]
         stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.source_directory.name)[:40] or "root"
-        return self.index_output_directory / f"{stem}-{digest}{DB_SUFFIX}"
+        return self.index_output_directory / f"{stem}-{digest}-{settings_digest}{DB_SUFFIX}"
 
 
 @dataclass(frozen=True)
@@ -59,14 +75,17 @@ class StoredFile(NamedTuple):
     mtime_ns: int
     size: int
     inode: int
+    ctime_ns: int
     content_hash: str
     indexed_at_ns: int
 
 
-#: (path, mtime_ns, size, inode): what a rescan compares to tell whether a file changed. The walk
-#: yields these and the index keeps one per file; plain tuples, since a rescan makes one per file
-#: and a named tuple costs several times more to build. A DiskFile equals the tuple of its values.
-Signature = tuple[str, int, int, int]
+#: (path, mtime_ns, size, inode, ctime_ns): what a rescan compares to tell whether a file changed.
+#: The ctime is there because the mtime can be set back (``touch -r``, ``cp -p``, ``rsync -t``) and
+#: the ctime cannot. The walk yields these and the index keeps one per file; plain tuples, since a
+#: rescan makes one per file and a named tuple costs several times more to build. A DiskFile equals
+#: the tuple of its values.
+Signature = tuple[str, int, int, int, int]
 
 
 class DiskFile(NamedTuple):
@@ -76,6 +95,7 @@ class DiskFile(NamedTuple):
     mtime_ns: int
     size: int
     inode: int
+    ctime_ns: int
 
 
 @dataclass(frozen=True)
@@ -86,6 +106,7 @@ class LoadedFile:
     mtime_ns: int
     size: int
     inode: int
+    ctime_ns: int
     content_hash: str
     read_at_ns: int
     encoding: str
@@ -125,6 +146,8 @@ class SearchReply(TypedDict):
     results: list[SearchHit]
     files_matched: int
     indexing: bool
+    #: What of the query was not searched as typed (over a bound), and results left out of the reply.
+    warnings: list[str]
 
 
 class ScanProgressReply(TypedDict):
@@ -146,6 +169,7 @@ class StatusReply(TypedDict):
     last_error: str | None
     skipped_files: dict[str, int]
     fallback_decoded_files: int
+    writer_pid: int | None
 
 
 class RefreshReply(TypedDict):

@@ -18,23 +18,42 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TypeVar
 
 import database
 from config import USABLE_CPUS
-from exceptions import IndexUnavailableError, QueryError
+from exceptions import Cancelled, IndexUnavailableError, QueryError
 from models import SearchHit, SearchReply
 
 MAX_LIMIT = 100
-#: Words beyond this many are ignored: a pasted page must not become a 100k-term OR.
+#: Bounds on what one query may ask of SQLite (bench/worst_query.py measures the worst query they
+#: allow). Text beyond MAX_QUERY_CHARS and words beyond MAX_QUERY_TERMS (counted across every
+#: phrase, compound, prefix and exclusion) are ignored: a pasted page must not become a 100k-term
+#: OR. A phrase or compound keeps its first MAX_PHRASE_WORDS words: FTS5 reads the positions of
+#: every word of a phrase. A prefix* reads the doclists of every word it starts, so it needs
+#: MIN_PREFIX_CHARS characters (shorter, it is searched as a word) and a query takes at most
+#: MAX_PREFIXES of them (further ones are searched as words). Each cut is named in the reply.
+MAX_QUERY_CHARS = 10_000
 MAX_QUERY_TERMS = 64
+MAX_PHRASE_WORDS = 12
+MIN_PREFIX_CHARS = 3
+MAX_PREFIXES = 4
 MAX_TERM_CHARS = 200
+#: A query of stopwords only requires all of them; at most this many distinct ones.
+MAX_STOPWORD_TERMS = 8
+#: A safety net under those bounds: SQLite is stopped after this long and the query refused.
+SEARCH_TIME_LIMIT_SECONDS = 10.0
+#: A snippet shows at most this many characters of the file; a reply (its results' text) at most
+#: MAX_REPLY_CHARS: further results are left out, and the reply says so.
+SNIPPET_MAX_CHARS = 500
+MAX_REPLY_CHARS = 100_000
 #: Up to this many plain words are AND-ed; more are treated as a question and OR-ed.
 MAX_AND_TERMS = 3
 #: bm25 column weights for (title, heading, body).
@@ -70,6 +89,14 @@ ELLIPSIS = "…"
 SEARCH_PARTS = min(8, USABLE_CPUS)
 PARALLEL_MIN_ROWS = 20_000
 PARALLEL_SAMPLE = 32
+#: bm25 scores each section a question matches once per OR-ed part: a question costs about the
+#: sections it matches times its parts. A question of more than QUESTION_FREE_PARTS parts is
+#: estimated (from the first QUESTION_SAMPLE_FILES files); past QUESTION_MAX_COST, a repeated word
+#: counts once, then its commonest words are left out (the reply names them) until it fits. Those
+#: words are in most sections, where bm25 gives them little or no weight (none past half of them).
+QUESTION_FREE_PARTS = 8
+QUESTION_MAX_COST = 1_000_000
+QUESTION_SAMPLE_FILES = 2000
 _MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"  # private-use markers, replaced by ** after locating lines
 HIGHLIGHT = "**"
 #: The file's own "**" (Markdown bold, Python's **kwargs) is shown escaped, so that a bare "**"
@@ -100,32 +127,56 @@ class ParsedQuery:
     phrases: list[list[str]] = field(default_factory=list)
     prefixes: list[str] = field(default_factory=list)
     excluded: list[list[str]] = field(default_factory=list)
+    #: What of the text was not searched as typed, and why (see MAX_QUERY_CHARS and below it).
+    warnings: list[str] = field(default_factory=list)
 
 
 def parse_query(text: str) -> ParsedQuery:
-    """Split user text into terms, "phrases", prefix* terms and -exclusions. Never raises."""
+    """Split user text into terms, "phrases", prefix* terms and -exclusions, within the bounds
+    above. Never raises."""
     parsed = ParsedQuery()
+    if len(text) > MAX_QUERY_CHARS:
+        text = text[:MAX_QUERY_CHARS]
+        parsed.warnings.append(f"only the first {MAX_QUERY_CHARS:,} characters of the query were read")
     budget = MAX_QUERY_TERMS
     for match in _QUERY_PART.finditer(text):
-        if budget <= 0:
-            break
         quoted = match.group(2) is not None
         raw = match.group(2) if quoted else match.group(4)
         words = _words(raw)
         if not words:
             continue
+        if len(words) > MAX_PHRASE_WORDS:
+            parsed.warnings.append(f"a phrase of {len(words)} words was searched as its first {MAX_PHRASE_WORDS}")
+            words = words[:MAX_PHRASE_WORDS]
+        if len(words) > budget:
+            parsed.warnings.append(f"only the first {MAX_QUERY_TERMS} words of the query were searched")
+            words = words[:budget]
+            if not words:
+                break
         budget -= len(words)
         if match.group(1) or match.group(3):
             parsed.excluded.append(words)
         elif quoted:
             parsed.phrases.append(words)
         elif raw.endswith("*") and len(words) == 1 and raw.rstrip("*").endswith(words[0]):
-            parsed.prefixes.append(words[0])
+            _add_prefix(parsed, words[0])
         else:
             parsed.terms.append(words)
     if not (parsed.terms or parsed.phrases or parsed.prefixes):
         parsed.terms, parsed.excluded = parsed.excluded, []  # "-foo" alone: search for foo
     return parsed
+
+
+def _add_prefix(parsed: ParsedQuery, prefix: str) -> None:
+    """A prefix* term, or the word itself if it is too short or the query has enough of them."""
+    if len(prefix) < MIN_PREFIX_CHARS:
+        parsed.warnings.append(f"{prefix}* was searched as the word {prefix!r}: a prefix needs {MIN_PREFIX_CHARS} characters")
+    elif len(parsed.prefixes) >= MAX_PREFIXES:
+        parsed.warnings.append(f"{prefix}* was searched as the word {prefix!r}: a query takes {MAX_PREFIXES} prefixes at most")
+    else:
+        parsed.prefixes.append(prefix)
+        return
+    parsed.terms.append([prefix])
 
 
 def _words(text: str) -> list[str]:
@@ -152,7 +203,12 @@ class MatchPlan:
     #: deciding which rows match, so ranking and counting them are done in one pass.
     intersects: bool = False
     #: The quoted words, phrases and prefix* terms the user searched for: what snippets highlight.
+    #: A question's ``precise`` is these OR-ed (repeats included), then ``excluded``.
     shown: tuple[str, ...] = ()
+    #: The " NOT (...)" that ends each expression, or "".
+    excluded: str = ""
+    #: Sections a question matches, when fit_question estimated it.
+    estimated_rows: int | None = None
 
 
 def build_match(parsed: ParsedQuery) -> MatchPlan:
@@ -172,8 +228,12 @@ def build_match(parsed: ParsedQuery) -> MatchPlan:
         intersects = False
     elif not content and len(terms) > MAX_AND_TERMS:
         # Only stopwords ("to be or not to be"): the exact phrase first, then all of the words.
-        shown = required + [_quote(t) for t in terms]
-        precise = " AND ".join(required + [_quote([w for t in terms for w in t])])
+        distinct = list(dict.fromkeys(_quote(t) for t in terms))[:MAX_STOPWORD_TERMS]
+        shown = required + distinct
+        phrase = [w for t in terms for w in t]
+        if len(phrase) > MAX_PHRASE_WORDS:
+            parsed.warnings.append(f"a query of stopwords only was searched as the phrase of its first {MAX_PHRASE_WORDS} words")
+        precise = " AND ".join(required + [_quote(phrase[:MAX_PHRASE_WORDS])])
         broad = " AND ".join(shown)
         intersects = True
     else:
@@ -184,7 +244,38 @@ def build_match(parsed: ParsedQuery) -> MatchPlan:
         broad = " AND ".join(required + [f"({' OR '.join(quoted)})"]) if len(quoted) > 1 else None
         intersects = len(required) + len(chosen) > 1 or any(len(t) > 1 for t in chosen + parsed.phrases)
     suffix = _exclusions(parsed)
-    return MatchPlan(f"({precise}){suffix}", f"({broad}){suffix}" if broad else None, question, intersects, tuple(shown))
+    return MatchPlan(
+        f"({precise}){suffix}", f"({broad}){suffix}" if broad else None, question, intersects, tuple(shown), suffix
+    )
+
+
+def fit_question(conn: sqlite3.Connection, plan: MatchPlan) -> tuple[MatchPlan, list[str]]:
+    """A question's plan within QUESTION_MAX_COST (see there), and what was left out of it."""
+    parts = list(plan.shown)
+    if not plan.question or len(parts) <= QUESTION_FREE_PARTS:
+        return plan, []
+    # A prefix* costs as much to sample as to run; MAX_PREFIXES bounds it apart.
+    words = list(dict.fromkeys(part for part in parts if not part.endswith("*")))
+    if not words:
+        return plan, []
+    union, *rows_each = database.estimated_rows_each(conn, [highlight_match(words), *words], QUESTION_SAMPLE_FILES)
+    rows = dict(zip(words, rows_each))
+    notes: list[str] = []
+    if union * len(parts) > QUESTION_MAX_COST and len(set(parts)) < len(parts):
+        parts = list(dict.fromkeys(parts))
+        notes.append("each repeated word of the question was counted once: the question matches too many sections to count them again")
+    kept = sorted(words, key=lambda word: rows[word])  # rarest first
+    left_out: list[str] = []
+    while len(kept) > 1 and min(union, sum(rows[word] for word in kept)) * (len(parts) - len(left_out)) > QUESTION_MAX_COST:
+        left_out.append(kept.pop())
+    if left_out:
+        parts = [part for part in parts if part not in left_out]
+        names = ", ".join(word.strip('"') for word in left_out)
+        notes.append(f"these words are in too many sections to rank them all quickly and were left out: {names}")
+    if not notes:
+        return replace(plan, estimated_rows=union), []
+    precise = f"{highlight_match(parts)}{plan.excluded}"
+    return replace(plan, precise=precise, shown=tuple(parts), estimated_rows=min(union, sum(rows[w] for w in kept))), notes
 
 
 def feedback_match(parsed: ParsedQuery, feedback: Sequence[str]) -> str:
@@ -202,8 +293,14 @@ def _exclusions(parsed: ParsedQuery) -> str:
     return f" NOT ({excluded})" if excluded else ""
 
 
-def search(db_path: Path, query: str, limit: int = 10, indexing: bool = False) -> SearchReply:
-    """Search the index at ``db_path``; at most one result (the best section) per file."""
+def search(
+    db_path: Path, query: str, limit: int = 10, indexing: bool = False, cancelled: Callable[[], bool] | None = None
+) -> SearchReply:
+    """Search the index at ``db_path``; at most one result (the best section) per file.
+
+    ``cancelled``: polled while SQLite works; once it returns true the search stops and raises
+    Cancelled. A search still running after SEARCH_TIME_LIMIT_SECONDS is stopped as well.
+    """
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
         raise QueryError(query, f"limit must be a whole number from 1 to {MAX_LIMIT}, got {limit!r}")
     parsed = parse_query(query)
@@ -211,44 +308,79 @@ def search(db_path: Path, query: str, limit: int = 10, indexing: bool = False) -
         plan = build_match(parsed)
     except QueryError:
         raise QueryError(query, "the query has no words to search for (only punctuation, symbols or operators)") from None
+    deadline = time.monotonic() + SEARCH_TIME_LIMIT_SECONDS
+
+    def should_stop() -> bool:
+        return (cancelled is not None and cancelled()) or time.monotonic() > deadline
+
     conn = database.reader(db_path)
     try:
-        with database.snapshot(conn):
-            ranked, feedback, files_matched = rank(db_path, conn, parsed, plan, limit)
+        with database.snapshot(conn), database.interruptible(conn, should_stop):
+            plan, left_out = fit_question(conn, plan)
+            parsed.warnings.extend(left_out)
+            ranked, feedback, files_matched = rank(db_path, conn, parsed, plan, limit, should_stop)
             sections = database.load_sections(conn, [rowid for rowid, _ in ranked])
             # Snippets highlight the user's own words; a file found only by feedback words is shown
             # with those.
             snippet_text = _snippets(conn, [plan.shown, [_quote([w]) for w in feedback]], sections)
     except sqlite3.Error as exc:
+        if database.is_interruption(exc):
+            if cancelled is not None and cancelled():
+                raise Cancelled("the search was cancelled") from None
+            raise QueryError(
+                query, f"stopped after {SEARCH_TIME_LIMIT_SECONDS:g} s: search for fewer, rarer words or fewer prefix* terms"
+            ) from None
         database.drop_reader(db_path)
         raise IndexUnavailableError(str(db_path), f"search failed: {exc}") from exc
     results = [_hit(sections[rowid], snippet_text.get(rowid, ""), score) for rowid, score in ranked if rowid in sections]
-    return {"query": query, "results": results, "files_matched": max(files_matched, len(results)), "indexing": indexing}
+    warnings = list(dict.fromkeys(parsed.warnings))
+    kept = _within_reply_budget(results)
+    if kept < len(results):
+        warnings.append(f"{len(results) - kept} more results were left out to keep the reply under {MAX_REPLY_CHARS:,} characters")
+    return {
+        "query": query[:MAX_QUERY_CHARS], "results": results[:kept], "files_matched": max(files_matched, len(results)),
+        "indexing": indexing, "warnings": warnings,
+    }
+
+
+def _within_reply_budget(results: list[SearchHit]) -> int:
+    """How many of ``results`` fit in MAX_REPLY_CHARS (at least one)."""
+    used = 0
+    for count, hit in enumerate(results):
+        used += sum(len(hit[key]) for key in ("path", "title", "heading", "snippet")) + 200  # 200: keys, numbers, date
+        if used > MAX_REPLY_CHARS and count:
+            return count
+    return len(results)
 
 
 #: (section rowid, score: higher is better) best first, the feedback words that helped find them, files matched.
 Ranking = tuple[list[tuple[int, float]], list[str], int]
+StopCheck = Callable[[], bool] | None
 
 
-def rank(db_path: Path, conn: sqlite3.Connection, parsed: ParsedQuery, plan: MatchPlan, limit: int) -> Ranking:
+def rank(db_path: Path, conn: sqlite3.Connection, parsed: ParsedQuery, plan: MatchPlan, limit: int, should_stop: StopCheck = None) -> Ranking:
     """The best section of each of the top ``limit`` files, inside the caller's snapshot of ``conn``."""
-    return _rank_question(db_path, conn, parsed, plan, limit) if plan.question else _rank_keywords(db_path, conn, plan, limit)
+    if plan.question:
+        return _rank_question(db_path, conn, parsed, plan, limit, should_stop)
+    return _rank_keywords(db_path, conn, plan, limit, should_stop)
 
 
-def _rank_keywords(db_path: Path, conn: sqlite3.Connection, plan: MatchPlan, limit: int) -> Ranking:
-    best, files_matched = _best_files(db_path, conn, plan.precise, limit, one_pass=plan.intersects)
+def _rank_keywords(db_path: Path, conn: sqlite3.Connection, plan: MatchPlan, limit: int, should_stop: StopCheck) -> Ranking:
+    best, files_matched = _best_files(db_path, conn, plan.precise, limit, should_stop, one_pass=plan.intersects)
     ranked = [(rowid, -bm25) for rowid, bm25 in best]
     if plan.broad and len(ranked) < limit:
         seen = {database.file_id_of(rowid) for rowid, _ in ranked}
         floor = min((score for _, score in ranked), default=1.0)
-        broad, files_matched = _best_files(db_path, conn, plan.broad, limit + len(ranked), one_pass=False)
+        broad, files_matched = _best_files(db_path, conn, plan.broad, limit + len(ranked), should_stop, one_pass=False)
         extra = [(rowid, -bm25) for rowid, bm25 in broad if database.file_id_of(rowid) not in seen][: limit - len(ranked)]
         top = max((score for _, score in extra), default=1.0) or 1.0
         ranked += [(rowid, floor * 0.9 * score / top) for rowid, score in extra]
     return ranked, [], files_matched
 
 
-def _rank_question(db_path: Path, conn: sqlite3.Connection, parsed: ParsedQuery, plan: MatchPlan, limit: int) -> Ranking:
+def _rank_question(
+    db_path: Path, conn: sqlite3.Connection, parsed: ParsedQuery, plan: MatchPlan, limit: int, should_stop: StopCheck
+) -> Ranking:
     """bm25 over the question's words; then, if few enough files matched, with feedback words too.
 
     The question is scored once into a temporary table; the feedback pass reads only the feedback
@@ -257,9 +389,11 @@ def _rank_question(db_path: Path, conn: sqlite3.Connection, parsed: ParsedQuery,
     def count_in_span(part: sqlite3.Connection, span: database.Span) -> int:
         return database.count_matching_files(part, plan.precise, span)
 
-    files_matched = sum(_over_parts(db_path, conn, plan.precise, count_in_span))
+    files_matched = sum(_over_parts(db_path, conn, plan.precise, count_in_span, should_stop, plan.estimated_rows))
     if files_matched > FEEDBACK_MAX_FILES:
-        ranked, _ = _best_files(db_path, conn, plan.precise, limit, one_pass=False, count=False)
+        ranked, _ = _best_files(
+            db_path, conn, plan.precise, limit, should_stop, one_pass=False, count=False, estimated_rows=plan.estimated_rows
+        )
         return [(rowid, -bm25) for rowid, bm25 in ranked], [], files_matched
     database.score_question(conn, plan.precise, COLUMN_WEIGHTS)
     first = database.best_question_hits(conn, max(limit, FEEDBACK_FILES))
@@ -271,11 +405,19 @@ def _rank_question(db_path: Path, conn: sqlite3.Connection, parsed: ParsedQuery,
 
 
 def _best_files(
-    db_path: Path, conn: sqlite3.Connection, match: str, limit: int, *, one_pass: bool, count: bool = True
+    db_path: Path,
+    conn: sqlite3.Connection,
+    match: str,
+    limit: int,
+    should_stop: StopCheck,
+    *,
+    one_pass: bool,
+    count: bool = True,
+    estimated_rows: int | None = None,
 ) -> tuple[list[tuple[int, float]], int]:
     """The best section of each of the top ``limit`` files [(rowid, bm25)], best first, and how
     many files match (if ``count``, else at least how many were returned). ``one_pass``: rank by
-    grouping every match, which counts them on the way."""
+    grouping every match, which counts them on the way. ``estimated_rows``: see _over_parts."""
 
     def in_span(part: sqlite3.Connection, span: database.Span) -> tuple[list[tuple[int, float]], int]:
         if one_pass:
@@ -284,7 +426,7 @@ def _best_files(
         best = database.best_section_per_file(part, match, COLUMN_WEIGHTS, limit, span)
         return best, database.count_matching_files(part, match, span) if count and len(best) >= limit else len(best)
 
-    parts = _over_parts(db_path, conn, match, in_span)
+    parts = _over_parts(db_path, conn, match, in_span, should_stop, estimated_rows)
     merged = sorted((hit for best, _ in parts for hit in best), key=lambda hit: (hit[1], hit[0]))
     return merged[:limit], sum(count for _, count in parts)
 
@@ -295,10 +437,16 @@ _pool_lock = threading.Lock()
 
 
 def _over_parts(
-    db_path: Path, conn: sqlite3.Connection, match: str, work: Callable[[sqlite3.Connection, database.Span], _T]
+    db_path: Path,
+    conn: sqlite3.Connection,
+    match: str,
+    work: Callable[[sqlite3.Connection, database.Span], _T],
+    should_stop: StopCheck = None,
+    estimated_rows: int | None = None,
 ) -> list[_T]:
     """``work(connection, span)`` for each span of the index at once if ``match`` matches many
-    sections (see PARALLEL_MIN_ROWS), else for the whole index.
+    sections (see PARALLEL_MIN_ROWS; ``estimated_rows`` if the caller knows, else a sample says),
+    else for the whole index.
 
     ``conn`` is inside the caller's snapshot; the other spans run on other threads' connections, in
     their own read transactions. If any of them sees another generation of the index (a write landed
@@ -306,11 +454,15 @@ def _over_parts(
     index is ranked on ``conn`` instead. An index with no generation yet is never split.
     """
     # A prefix* term gathers all its words' doclists before the first row, in each part again, and
-    # as much for a sample as for the whole: such a query is ranked on one connection.
-    spans = database.file_spans(conn, SEARCH_PARTS) if "*" not in match else [database.EVERY_ROW]
+    # as much for a sample as for the whole: such a query is ranked on one connection, unless the
+    # caller's estimate (of its other words) says they cost more than the prefix.
+    split = estimated_rows is not None or "*" not in match
+    spans = database.file_spans(conn, SEARCH_PARTS) if split else [database.EVERY_ROW]
     seen = database.generation(conn) if len(spans) > 1 else None
-    if seen is not None and database.estimated_matching_rows(conn, match, PARALLEL_SAMPLE) >= PARALLEL_MIN_ROWS:
-        futures = [_parts_pool().submit(_work_in_span, db_path, seen, work, span) for span in spans[1:]]
+    if estimated_rows is None and seen is not None:
+        estimated_rows = database.estimated_matching_rows(conn, match, PARALLEL_SAMPLE)
+    if seen is not None and (estimated_rows or 0) >= PARALLEL_MIN_ROWS:
+        futures = [_parts_pool().submit(_work_in_span, db_path, seen, work, span, should_stop) for span in spans[1:]]
         results = [work(conn, spans[0])] + [future.result() for future in futures]
         if all(result is not _OTHER_GENERATION for result in results):
             return results
@@ -321,19 +473,20 @@ _OTHER_GENERATION = object()
 
 
 def _work_in_span(
-    db_path: Path, expected: str, work: Callable[[sqlite3.Connection, database.Span], _T], span: database.Span
+    db_path: Path, expected: str, work: Callable[[sqlite3.Connection, database.Span], _T], span: database.Span, should_stop: StopCheck
 ) -> _T | object:
     try:
         conn = database.reader(db_path)
     except IndexUnavailableError:  # deleted or replaced since the caller's snapshot began
         return _OTHER_GENERATION
     try:
-        with database.snapshot(conn):
+        with database.snapshot(conn), database.interruptible(conn, should_stop):
             if database.generation(conn) != expected:
                 return _OTHER_GENERATION
             return work(conn, span)
-    except sqlite3.Error:
-        database.drop_reader(db_path)
+    except sqlite3.Error as exc:
+        if not database.is_interruption(exc):
+            database.drop_reader(db_path)
         raise
 
 
@@ -440,7 +593,7 @@ def snippet_window(body: str, words: Sequence[str]) -> tuple[int, int]:
 def _hit(section: dict, snippet: str, score: float) -> SearchHit:
     body: str = section["body"]
     start, end = _snippet_lines(body, snippet, section["start_line"], section["end_line"])
-    text = " ".join(snippet.split()).replace(HIGHLIGHT, ESCAPED_HIGHLIGHT)
+    text = bounded_snippet(" ".join(snippet.split())).replace(HIGHLIGHT, ESCAPED_HIGHLIGHT)
     text = text.replace(_MARK_OPEN, HIGHLIGHT).replace(_MARK_CLOSE, HIGHLIGHT)
     modified = datetime.fromtimestamp(section["mtime_ns"] / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
     return {
@@ -453,6 +606,30 @@ def _hit(section: dict, snippet: str, score: float) -> SearchHit:
         "line_end": end,
         "last_modified": modified,
     }
+
+
+def bounded_snippet(text: str) -> str:
+    """``text`` (a snippet with its matches between the private markers) cut to SNIPPET_MAX_CHARS
+    characters around its first match, at spaces where there are any, with … at each cut; a
+    match cut in two is closed. FTS5 cuts snippets by tokens, and a token can be very long."""
+    if len(text) <= SNIPPET_MAX_CHARS:
+        return text
+    first = max(text.find(_MARK_OPEN), 0)
+    # start <= first < end: the first match is always shown.
+    start = max(0, min(first - SNIPPET_MAX_CHARS // 4, len(text) - SNIPPET_MAX_CHARS))
+    end = start + SNIPPET_MAX_CHARS
+    if start > 0:
+        space = text.find(" ", start, first)
+        start = space + 1 if space >= 0 else start
+    if end < len(text):
+        space = text.rfind(" ", first, end)
+        end = space if space > first else end
+    cut = text[start:end].strip(ELLIPSIS)
+    if cut.count(_MARK_OPEN) > cut.count(_MARK_CLOSE):
+        cut += _MARK_CLOSE
+    lead = ELLIPSIS if start > 0 or text.startswith(ELLIPSIS) else ""
+    tail = ELLIPSIS if end < len(text) or text.endswith(ELLIPSIS) else ""
+    return lead + cut + tail
 
 
 def _snippet_lines(body: str, snippet: str, first: int, last: int) -> tuple[int, int]:

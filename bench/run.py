@@ -97,11 +97,9 @@ def daemon_args(corpus: Path, index_dir: Path) -> list[str]:
 # ---- choosing queries from the corpus --------------------------------------------------------
 
 
-def choose_queries(corpus: Path) -> dict[str, dict[str, str]]:
-    """Pick query words by their document frequency in a sample of files: works on any corpus.
-
-    Each query has the user text (for the daemon) and an equivalent FTS5 expression (for the floor).
-    """
+def word_statistics(corpus: Path) -> tuple[int, Counter[str], Counter[tuple[str, str]]]:
+    """(files sampled, document frequency of each word, of each pair of adjacent content words)
+    over about SAMPLE_FILES text files of the corpus."""
     paths = sorted(rel for rel, _ in floor.walk(str(corpus)) if rel.lower().endswith(floor.INCLUDED))
     step = max(1, len(paths) // SAMPLE_FILES)
     df: Counter[str] = Counter()
@@ -115,6 +113,15 @@ def choose_queries(corpus: Path) -> dict[str, dict[str, str]]:
         words = [w.lower() for w in _WORD.findall(data.decode("utf-8", "replace"))]
         df.update(set(words))
         pairs.update({(a, b) for a, b in zip(words, words[1:]) if a not in STOPWORDS and b not in STOPWORDS and a != b})
+    return sample, df, pairs
+
+
+def choose_queries(corpus: Path) -> dict[str, dict[str, str]]:
+    """Pick query words by their document frequency in a sample of files: works on any corpus.
+
+    Each query has the user text (for the daemon) and an equivalent FTS5 expression (for the floor).
+    """
+    sample, df, pairs = word_statistics(corpus)
     content = [(w, n) for w, n in df.most_common() if w not in STOPWORDS and len(w) >= 4 and w.isalpha()]
     if not content:
         raise SystemExit("the corpus has too few words to choose queries from")

@@ -7,6 +7,7 @@ import json
 import os
 import queue
 import random
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -96,11 +97,30 @@ class RelCorpus:
         return {rel_token(no, version): rel for rel, (no, version) in self.versions.items()}
 
 
-def rel_run_main(*args: str, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
-    """Run main.py with the venv's Python; fail the test on a hang rather than wait forever."""
+def rel_run_main(*args: str, timeout: float = 120, prefix: tuple[str, ...] = (), **kwargs) -> subprocess.CompletedProcess:
+    """Run main.py with the venv's Python (after ``prefix``, e.g. rel_unprivileged()); fail the
+    test on a hang rather than wait forever."""
     return subprocess.run(
-        [sys.executable, str(MAIN_PY), *args], capture_output=True, text=True, timeout=timeout, **kwargs
+        [*prefix, sys.executable, str(MAIN_PY), *args], capture_output=True, text=True, timeout=timeout, **kwargs
     )
+
+
+def rel_unprivileged() -> tuple[str, ...]:
+    """A command prefix under which file permissions bind: as root, setpriv drops the capabilities
+    that let root read and list anything (DAC override); for another user, nothing. Skips the
+    calling test where root cannot drop them."""
+    import pytest
+
+    if os.geteuid() != 0:
+        return ()
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv, so permissions cannot be made to bind")
+    caps = "-dac_override,-dac_read_search"
+    probe = subprocess.run([setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}", "--", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"setpriv cannot drop capabilities here: {probe.stderr.decode(errors='replace').strip()}")
+    return (setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}", "--")
 
 
 def rel_popen_index(source: Path, index_dir: Path) -> subprocess.Popen:
@@ -110,10 +130,11 @@ def rel_popen_index(source: Path, index_dir: Path) -> subprocess.Popen:
     )
 
 
-def rel_db_path(source: Path, index_dir: Path) -> Path:
+def rel_db_path(source: Path, index_dir: Path, **settings: object) -> Path:
+    """The index file of ``source`` built with the default settings, or with ``settings``."""
     from models import ServerConfig
 
-    return ServerConfig(source_directory=source.resolve(), index_output_directory=index_dir.resolve()).db_path
+    return ServerConfig(source_directory=source.resolve(), index_output_directory=index_dir.resolve(), **settings).db_path
 
 
 def rel_integrity(db_path: Path) -> str:
@@ -203,12 +224,12 @@ class RelStdioServer:
     """main.py serve as a real subprocess spoken to in raw JSON-RPC lines, so the test sees every
     byte the server writes to stdout (each must be a JSON-RPC message) and all of its stderr."""
 
-    def __init__(self, *args: str, timeout: float = 60) -> None:
+    def __init__(self, *args: str, timeout: float = 60, prefix: tuple[str, ...] = ()) -> None:
         from mcp.types import LATEST_PROTOCOL_VERSION
 
         self.timeout = timeout
         self.proc = subprocess.Popen(
-            [sys.executable, str(MAIN_PY), "serve", *args],
+            [*prefix, sys.executable, str(MAIN_PY), "serve", *args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         )
         self.stdout_lines: list[bytes] = []

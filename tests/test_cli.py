@@ -61,14 +61,6 @@ def test_cli_subcommands_do_not_import_the_mcp_sdk(source: Path, tmp_path: Path)
     assert out.stdout.strip().endswith("[0, 0, 0] []"), out.stdout + out.stderr
 
 
-def test_default_config_json_in_the_working_directory_is_read(source: Path, tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "config.json").write_text(json.dumps({"source_directory": str(source), "scan_interval_seconds": -3}))
-    result = run("status", cwd=work)
-    assert result.returncode == 2 and "scan_interval_seconds" in result.stderr and "config.json" in result.stderr
-
-
 def test_serve_stops_on_ctrl_c_while_its_client_stays_connected(source: Path, tmp_path: Path) -> None:
     import signal
     import time

@@ -47,6 +47,10 @@ def test_file_then_environment_then_flags(source: Path, tmp_path: Path) -> None:
         ({"scan_interval_seconds": "soon"}, "scan_interval_seconds", "must be a number"),
         ({"scan_interval_seconds": True}, "scan_interval_seconds", "must be a number"),
         ({"max_file_size_mb": 0}, "max_file_size_mb", "greater than 0"),
+        ({"max_file_size_mb": 1e308}, "max_file_size_mb", "at most 1024"),
+        ({"max_file_size_mb": 10**400}, "max_file_size_mb", "at most 1024"),
+        ({"scan_interval_seconds": 1e10}, "scan_interval_seconds", "at most 3.1536e+07"),
+        ({"scan_interval_seconds": 0.001}, "scan_interval_seconds", "at least 0.1"),
         ({"included_extensions": ".md"}, "included_extensions", "list of extensions"),
         ({"included_extensions": [".md", 3]}, "included_extensions", "list of extensions"),
         ({"excluded_extensions": [""]}, "excluded_extensions", "must not be empty"),
@@ -97,6 +101,10 @@ def test_two_sources_never_share_an_index_file(tmp_path: Path) -> None:
     [
         (["--scan-interval", "-5"], "scan_interval_seconds: must be 0 or more"),
         (["--max-file-size-mb", "lots"], "max_file_size_mb: must be a number"),
+        (["--max-file-size-mb", "1e308"], "max_file_size_mb: must be at most 1024"),
+        (["--max-file-size-mb", "inf"], "max_file_size_mb: must be at most 1024"),
+        (["--scan-interval", "1e10"], "scan_interval_seconds: must be at most"),
+        (["--scan-interval", "nan"], "scan_interval_seconds: must be a number"),
     ],
 )
 def test_cli_exits_2_with_one_line(source: Path, args: list[str], fragment: str) -> None:
@@ -117,3 +125,17 @@ def test_cli_missing_source_exits_2(tmp_path: Path) -> None:
     )
     assert run.returncode == 2
     assert "source_directory" in run.stderr and "does not exist" in run.stderr
+
+
+def test_the_largest_accepted_values_run(source: Path, tmp_path: Path) -> None:
+    """The bounds are where the server still works: it indexes, its rescan loop waits, and it serves."""
+    from reliability_helpers import RelStdioServer
+
+    (source / "a.md").write_text("alpha")
+    args = ("--source", str(source), "--index-dir", str(tmp_path / "idx"), "--max-file-size-mb", "1024",
+            "--scan-interval", str(365 * 24 * 3600))
+    with RelStdioServer(*args) as server:
+        assert server.wait_for_scan()["indexed_files"] == 1
+        assert server.call("search", {"query": "alpha"})["structuredContent"]["results"]
+        assert server.close() == 0
+        assert "Traceback" not in server.stderr, server.stderr

@@ -40,7 +40,7 @@ def make_filter(tmp_path: Path, **overrides: object) -> FileFilter:
 
 def walk(root: Path, file_filter: FileFilter) -> tuple[list[str], dict[str, str]]:
     skipped: dict[str, str] = {}
-    found = [path for path, _, _, _ in walk_source(root, file_filter, lambda p, r, d: skipped.__setitem__(p, r))]
+    found = [signature[0] for signature in walk_source(root, file_filter, lambda p, r, d: skipped.__setitem__(p, r))]
     return sorted(found), skipped
 
 
@@ -106,7 +106,7 @@ def test_reading_a_file_replaced_by_a_fifo_does_not_hang(source: Path) -> None:
     assert caught.value.reason == "not_regular_file"
 
 
-def test_symlinks_inside_are_followed_outside_are_not_and_loops_end(source: Path, tmp_path: Path) -> None:
+def test_links_are_never_followed_and_say_why(source: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     write(outside, "secret.md", "top secret")
     write(source, "docs/real.md", "x")
@@ -115,12 +115,28 @@ def test_symlinks_inside_are_followed_outside_are_not_and_loops_end(source: Path
     (source / "alias.md").symlink_to(source / "docs" / "real.md")
     (source / "docs" / "loop").symlink_to(source)
     (source / "dangling.md").symlink_to(source / "missing.md")
+    (source / "self.md").symlink_to("self.md")
     found, skipped = walk(source, make_filter(tmp_path))
-    assert found == ["alias.md", "docs/real.md"]
+    assert found == ["docs/real.md"]
     assert skipped["to_secret.md"] == "symlink_outside_source"
-    assert skipped["to_outside"] == "symlink_outside_source"
-    assert skipped["docs/loop/"] == "symlink_loop"
+    assert skipped["to_outside/"] == "symlink_outside_source"
+    assert skipped["alias.md"] == "duplicate_link"
+    assert skipped["docs/loop/"] == "duplicate_link"
     assert skipped["dangling.md"] == "broken_symlink"
+    assert skipped["self.md"] == "symlink_loop"
+
+
+@pytest.mark.parametrize("link_name", ["sublink", "a_link", "sub2"])
+def test_the_real_path_of_a_linked_folder_wins_whatever_the_names(source: Path, tmp_path: Path, link_name: str) -> None:
+    """A link sorted before or after its target, or one level down: the files keep their real paths."""
+    write(source, "sub/target.md", "x")
+    write(source, "sub/deeper/more.md", "y")
+    (source / link_name).symlink_to("sub")
+    (source / "sub" / "deeper" / "up").symlink_to("..")
+    found, skipped = walk(source, make_filter(tmp_path))
+    assert found == ["sub/deeper/more.md", "sub/target.md"]
+    assert skipped[f"{link_name}/"] == "duplicate_link"
+    assert skipped["sub/deeper/up/"] == "duplicate_link"
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts descriptors in /proc")

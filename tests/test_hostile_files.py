@@ -75,7 +75,7 @@ def test_hostile_tree_is_indexed_or_skipped_with_reasons(tmp_path: Path) -> None
         done = index_cli(source, index_dir, "--max-file-size-mb", "1")
     finally:
         sock.close()
-    db = rel_db_path(source, index_dir)
+    db = rel_db_path(source, index_dir, max_file_size_mb=1.0)
     assert found(db, rel_token(1, 0)) == ["plain.md"]
     assert found(db, rel_token(2, 0)) == ["new\nline.md"]
     assert found(db, rel_token(3, 0)) == ["d/" * 300 + "bottom.md"]
@@ -84,9 +84,9 @@ def test_hostile_tree_is_indexed_or_skipped_with_reasons(tmp_path: Path) -> None
     expected = {
         "fifo.md": "not_regular_file",
         "sock.md": "not_regular_file",
-        "loop/up/": "symlink_loop",
+        "loop/up/": "duplicate_link",
         "leak.md": "symlink_outside_source",
-        "leakdir": "symlink_outside_source",
+        "leakdir/": "symlink_outside_source",
         "broken.md": "broken_symlink",
         "bad\ufffdname.md": "undecodable_name",
         "sparse.md": "too_large",
@@ -94,7 +94,9 @@ def test_hostile_tree_is_indexed_or_skipped_with_reasons(tmp_path: Path) -> None
     }
     assert {path: skipped.get(path) for path in expected} == expected, skipped
     assert skipped.get("self.md") in ("symlink_loop", "broken_symlink"), skipped
-    status = json.loads(rel_run_main("status", "--source", str(source), "--index-dir", str(index_dir), "--json").stdout)
+    status = json.loads(rel_run_main(
+        "status", "--source", str(source), "--index-dir", str(index_dir), "--max-file-size-mb", "1", "--json"
+    ).stdout)
     assert status["indexed_files"] == 3 and status["errors_encountered"] == 0, status
     assert "undecodable_name" in done.stderr and "fifo.md" in done.stderr
 

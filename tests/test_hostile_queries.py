@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from reliability_helpers import RelStdioServer, rel_run_main
 
 from exceptions import QueryError
-from search import search
+from search import MAX_QUERY_CHARS, search
 
 DOCS = {
     "ops.md": "# Operators\nAND OR NOT NEAR title body heading column filter caret star quote\n",
@@ -60,7 +60,8 @@ def check_reply(query: str, limit: int, db: Path) -> None:
     except QueryError as exc:
         assert str(exc).startswith("query ") and exc.reason
         return
-    assert reply["query"] == query
+    assert reply["query"] == query[:MAX_QUERY_CHARS]
+    assert (len(query) > MAX_QUERY_CHARS) == any("characters of the query" in w for w in reply["warnings"])
     assert isinstance(reply["results"], list) and len(reply["results"]) <= limit
     assert reply["files_matched"] >= len(reply["results"])
     for hit in reply["results"]:

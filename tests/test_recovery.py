@@ -48,7 +48,7 @@ def test_damaged_index_is_moved_aside_and_rebuilt(config: ServerConfig, source: 
         write(source, f"n{i}.md", f"# Note {i}\n\nunique{i} " + "padding words " * 200)
     writer = IndexWriter(config.db_path)
     TextIndexer(config, writer).scan()
-    writer.checkpoint()
+    writer.truncate_wal()
     writer.close()
     damage(config.db_path, how)
 
@@ -57,13 +57,17 @@ def test_damaged_index_is_moved_aside_and_rebuilt(config: ServerConfig, source: 
     found_on_open = how != "garbage in data pages"  # a bad header is seen on open; damaged pages by quick_check
     assert indexer.check_integrity() is found_on_open
     assert writer.recovered_from is not None
+    before = read_status(config, indexer)
+    assert before["errors_encountered"] == 1 and "moved it to" in (before["last_error"] or "")
     indexer.scan()
     assert search(config.db_path, "unique7", 5)["results"][0]["path"] == "n7.md"
     moved = list(config.db_path.parent.glob("*.corrupt-*"))
     assert moved, "the damaged file is kept for inspection"
+    assert all(path.stat().st_mode & 0o777 == 0o600 for path in moved), "a moved-aside copy stays private"
     assert "moved it to" in caplog.text
+    # Rebuilt: nothing is wrong any more, and the count keeps the event.
     status = read_status(config, indexer)
-    assert status["errors_encountered"] == 1 and "moved it to" in (status["last_error"] or "")
+    assert status["errors_encountered"] == 1 and status["last_error"] is None, status
     writer.close()
 
 

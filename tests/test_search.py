@@ -34,7 +34,7 @@ from tests.conftest import write
         ('apples -"green pears"', '("apples") NOT ("green pears")', None),
         ("-pears", '("pears")', None),
         ("e-mail", '("e mail")', None),
-        ("to be or not to be", '("to be or not to be")', '("to" AND "be" AND "or" AND "not" AND "to" AND "be")'),
+        ("to be or not to be", '("to be or not to be")', '("to" AND "be" AND "or" AND "not")'),
         ('a" OR "b', '("OR" AND "b")', None),  # the quoted OR is a phrase; "a" a stopword
         ("title:secret", '("title secret")', None),
         ("NEAR(a b)", '("NEAR a" AND "b")', '(("NEAR a" OR "b"))'),

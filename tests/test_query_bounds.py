@@ -1,0 +1,248 @@
+"""What one query may cost and what one reply may hold: words are capped across and within every
+part of a query, prefixes need enough letters, a cancelled or runaway search stops its SQLite work,
+and snippets and replies are bounded whatever the files hold. (bench/worst_query.py measures the
+worst query these bounds allow; no test here times anything.)"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import anyio
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import search as search_module
+from exceptions import Cancelled, QueryError
+from indexer import TextIndexer
+from main import run_cancellable
+from models import ServerConfig
+from reliability_helpers import RelStdioServer
+from search import (
+    ELLIPSIS,
+    MAX_PHRASE_WORDS,
+    MAX_PREFIXES,
+    MAX_QUERY_CHARS,
+    MAX_QUERY_TERMS,
+    MAX_REPLY_CHARS,
+    SNIPPET_MAX_CHARS,
+    _MARK_CLOSE,
+    _MARK_OPEN,
+    bounded_snippet,
+    parse_query,
+    search,
+)
+from tests.conftest import write
+
+
+def words_in(parsed: search_module.ParsedQuery) -> int:
+    return sum(len(part) for part in parsed.terms + parsed.phrases + parsed.excluded) + len(parsed.prefixes)
+
+
+@pytest.mark.parametrize(
+    ("query", "phrase_words", "warning"),
+    [
+        ('"' + "a b " * 250_000 + '"', MAX_PHRASE_WORDS, "characters of the query"),
+        ('"' + "a b " * 20 + '"', MAX_PHRASE_WORDS, "was searched as its first"),
+        ("-".join(["the", "a"] * 2500), MAX_PHRASE_WORDS, "was searched as its first"),
+        ("-".join(["the", "a"] * 10), MAX_PHRASE_WORDS, "was searched as its first"),
+        ('-"' + "x y " * 30 + '" word', MAX_PHRASE_WORDS, "was searched as its first"),
+    ],
+)
+def test_a_phrase_or_compound_is_capped_within_itself(query: str, phrase_words: int, warning: str) -> None:
+    parsed = parse_query(query)
+    longest = max(len(part) for part in parsed.terms + parsed.phrases + parsed.excluded)
+    assert longest == phrase_words
+    assert words_in(parsed) <= MAX_QUERY_TERMS
+    assert any(warning in text for text in parsed.warnings), parsed.warnings
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        " ".join(f"word{n}" for n in range(200)),
+        " ".join(f'"w{n} x{n} y{n}"' for n in range(60)),
+        " ".join(f"a{n}-b{n}-c{n}" for n in range(60)),
+        "keep " + " ".join(f"-drop{n}" for n in range(200)),
+        " ".join(f"pre{n}*" for n in range(100)),
+    ],
+)
+def test_words_are_capped_across_every_part_of_a_query(query: str) -> None:
+    parsed = parse_query(query)
+    assert words_in(parsed) == MAX_QUERY_TERMS
+    assert any(f"first {MAX_QUERY_TERMS} words" in text for text in parsed.warnings), parsed.warnings
+
+
+def test_prefixes_need_three_letters_and_a_query_takes_four() -> None:
+    parsed = parse_query("a* bc* cde* defg* efgh* fghi* ghij*")
+    assert parsed.prefixes == ["cde", "defg", "efgh", "fghi"] and len(parsed.prefixes) == MAX_PREFIXES
+    assert parsed.terms == [["a"], ["bc"], ["ghij"]]
+    assert len(parsed.warnings) == 3 and "needs 3 characters" in parsed.warnings[0]
+
+
+def test_a_query_within_the_bounds_is_read_whole() -> None:
+    parsed = parse_query('install "exact phrase here" conf* -draft e-mail')
+    assert parsed.warnings == []
+    assert parsed.terms == [["install"], ["e", "mail"]] and parsed.phrases == [["exact", "phrase", "here"]]
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> ServerConfig:
+    """400 real files, enough rows that SQLite checks for a stop many times during one query."""
+    from database import IndexWriter
+
+    root = tmp_path_factory.mktemp("bounds")
+    source = root / "notes"
+    for n in range(400):
+        write(source, f"d{n % 5}/n{n}.md", f"# Note {n}\n\nthe a common words about things, note {n}\n\nmore common text\n")
+    config = ServerConfig(source_directory=source.resolve(), index_output_directory=(root / "idx").resolve())
+    writer = IndexWriter(config.db_path)
+    TextIndexer(config, writer).scan()
+    writer.close()
+    return config
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"' + "a b " * 250_000 + '"',
+        "-".join(["the", "a"] * 2500),
+        " ".join(["the", "of", "and", "to", "a", "in", "is", "it"] * 8),
+        "a* b* c* d* e* f* g* common*",
+        "common " + " ".join(f"-w{n}" for n in range(500)),
+    ],
+)
+def test_the_issues_runaway_queries_answer_with_what_was_searched(index: ServerConfig, query: str) -> None:
+    reply = search(index.db_path, query, 100)
+    assert len(reply["query"]) <= MAX_QUERY_CHARS
+    assert reply["warnings"], reply["warnings"]
+    assert isinstance(reply["results"], list)
+
+
+def test_a_question_that_would_score_too_many_sections_leaves_its_commonest_words_out(
+    index: ServerConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    question = "common common common 11 12 13 14 15 16 17"  # "common" is in all 400 files, each number in one
+    whole = search(index.db_path, question, 10)
+    assert whole["warnings"] == [] and whole["files_matched"] == 400
+    monkeypatch.setattr(search_module, "QUESTION_MAX_COST", 2_000)
+    fitted = search(index.db_path, question, 10)
+    assert any("counted once" in text for text in fitted["warnings"]), fitted["warnings"]
+    assert any(text.endswith("were left out: common") for text in fitted["warnings"]), fitted["warnings"]
+    assert {hit["path"] for hit in fitted["results"][:7]} == {f"d{n % 5}/n{n}.md" for n in range(11, 18)}
+    monkeypatch.setattr(search_module, "QUESTION_MAX_COST", 0)
+    alone = search(index.db_path, question, 10)
+    assert alone["results"][0]["path"] == "d1/n11.md", "one word is kept, however small the budget"
+
+
+def test_a_cancelled_search_stops_and_its_connection_is_still_usable(index: ServerConfig) -> None:
+    with pytest.raises(Cancelled):
+        search(index.db_path, "common words about", 10, cancelled=lambda: True)
+    assert search(index.db_path, "common words about", 10)["results"], "the stop handler was left installed"
+
+
+def test_a_search_ranked_in_parts_is_stopped_in_every_part(index: ServerConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(search_module, "SEARCH_PARTS", 2)
+    monkeypatch.setattr(search_module, "PARALLEL_MIN_ROWS", 0)
+    asked = threading.Event()
+
+    def cancelled() -> bool:
+        if threading.current_thread().name.startswith("search-part"):
+            asked.set()  # a part's own connection asked
+        return asked.is_set()
+
+    with pytest.raises(Cancelled):
+        search(index.db_path, "common", 10, cancelled=cancelled)
+    assert asked.is_set(), "the part running on another thread was never asked to stop"
+    assert search(index.db_path, "common", 10)["results"]
+
+
+def test_a_search_past_the_time_limit_is_refused_with_advice(index: ServerConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(search_module, "SEARCH_TIME_LIMIT_SECONDS", -1.0)
+    with pytest.raises(QueryError, match="search for fewer, rarer words"):
+        search(index.db_path, "common things", 10)
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_mcp_request_sets_the_flag_its_work_polls() -> None:
+    started, seen = threading.Event(), threading.Event()
+
+    def work(cancelled: threading.Event) -> str:
+        started.set()
+        if cancelled.wait(30):
+            seen.set()
+        return "finished"
+
+    with anyio.move_on_after(30) as scope:
+        async with anyio.create_task_group() as group:
+            group.start_soon(run_cancellable, work)
+            await anyio.to_thread.run_sync(started.wait, 30)
+            group.cancel_scope.cancel()
+    assert not scope.cancelled_caught
+    await anyio.to_thread.run_sync(seen.wait, 30)
+    assert seen.is_set()
+
+
+def test_a_cancelled_request_over_stdio_leaves_the_server_answering(index: ServerConfig) -> None:
+    args = ("--source", str(index.source_directory), "--index-dir", str(index.index_output_directory), "--scan-interval", "0")
+    with RelStdioServer(*args) as server:
+        server.wait_for_scan()
+        for n in range(5):
+            request_id = 1000 + n
+            server._send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                          "params": {"name": "search", "arguments": {"query": "common words about things note", "limit": 100}}})
+            server._send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id}})
+        reply = server.call("search", {"query": "note"})
+        assert not reply["isError"] and reply["structuredContent"]["results"]
+        assert server.close() == 0
+        assert "Traceback" not in server.stderr, server.stderr
+
+
+# ---- bounded snippets and replies -----------------------------------------------------------------
+
+
+def test_snippets_of_long_unbroken_tokens_are_bounded(config: ServerConfig, indexer: TextIndexer, source: Path) -> None:
+    """The issue's case: a snippet falling back to a whole section of long tokens was 32,004 characters."""
+    for n in range(100):
+        # "needles" as typed is not in the text, only a form FTS5 matches: the snippet is cut from the
+        # whole section, not from a window around the word.
+        write(source, f"n{n}.txt", "needle " + " ".join(f"{n}" + "y" * 999 for _ in range(31)) + "\n")
+    indexer.scan()
+    reply = search(config.db_path, "needles", 100)
+    assert len(reply["results"]) == 100
+    assert all(len(hit["snippet"]) <= SNIPPET_MAX_CHARS + 8 and "**needle**" in hit["snippet"] for hit in reply["results"])
+    assert len(json.dumps(reply)) < MAX_REPLY_CHARS
+
+
+def test_a_reply_over_its_size_leaves_results_out_and_says_so(config: ServerConfig, indexer: TextIndexer, source: Path) -> None:
+    folder = "/".join(["f" * 200] * 3)
+    for n in range(100):
+        write(source, f"{folder}/{'n' * 200}{n}.md", f"{'Title words ' * 16}{n}\n\nneedle {'text ' * 200}\n")
+    indexer.scan()
+    reply = search(config.db_path, "needle", 100)
+    assert 0 < len(reply["results"]) < 100
+    assert len(json.dumps(reply)) < MAX_REPLY_CHARS * 1.2
+    assert any(f"{100 - len(reply['results'])} more results were left out" in text for text in reply["warnings"]), reply["warnings"]
+
+
+marked_text = st.lists(
+    st.one_of(st.text(alphabet=st.characters(blacklist_characters=_MARK_OPEN + _MARK_CLOSE), max_size=300),
+              st.text(alphabet="xy ", min_size=1, max_size=40).map(lambda word: _MARK_OPEN + word + _MARK_CLOSE)),
+    max_size=30,
+).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=marked_text)
+def test_a_bounded_snippet_is_short_balanced_and_shows_the_first_match(text: str) -> None:
+    cut = bounded_snippet(text)
+    assert len(cut) <= SNIPPET_MAX_CHARS + 3  # two ellipses and a closing marker
+    assert cut.count(_MARK_OPEN) == cut.count(_MARK_CLOSE)
+    assert (_MARK_OPEN in text) == (_MARK_OPEN in cut)
+    if len(text) <= SNIPPET_MAX_CHARS:
+        assert cut == text
+    else:
+        inner = cut.strip(ELLIPSIS)
+        assert inner.rstrip(_MARK_CLOSE) in text or inner[:-1] in text
