@@ -35,6 +35,7 @@ CONFIG_ENV_VAR = "DOCSEARCH_CONFIG"
 #: Upper bounds, so that a value that passes validation cannot overflow later: a file is read into
 #: memory whole, and threading's waits take at most threading.TIMEOUT_MAX seconds.
 MAX_FILE_SIZE_MB = 1024.0
+MIN_FILE_SIZE_MB = 1 / (1024 * 1024)  # one byte
 MAX_SCAN_INTERVAL_SECONDS = 365 * 24 * 3600.0
 #: A periodic rescan more often than this would only burn CPU walking the tree.
 MIN_SCAN_INTERVAL_SECONDS = 0.1
@@ -121,34 +122,73 @@ def _validate(values: dict[str, _Value]) -> ServerConfig:
         raise ConfigError(
             "source_directory", "required: pass --source DIR, set DOCSEARCH_SOURCE_DIRECTORY, or put it in the config file"
         )
-    source = _path(values["source_directory"], "source_directory")
-    if not source.exists():
-        raise ConfigError("source_directory", f"{source} does not exist", values["source_directory"].origin)
-    if not source.is_dir():
-        raise ConfigError("source_directory", f"{source} is not a directory", values["source_directory"].origin)
+    source = _resolved(values["source_directory"], "source_directory")
+    try:
+        is_dir = source.is_dir()
+    except OSError as exc:
+        raise ConfigError("source_directory", f"{source}: {exc.strerror or exc}", values["source_directory"].origin) from None
+    if not is_dir:
+        problem = "is not a directory" if source.exists() else "does not exist"
+        raise ConfigError("source_directory", f"{source} {problem}", values["source_directory"].origin)
     index_dir = (
-        _path(values["index_output_directory"], "index_output_directory")
+        _resolved(values["index_output_directory"], "index_output_directory")
         if "index_output_directory" in values
         else PROJECT_DIR / "indexes"
     )
     defaults = ServerConfig(source_directory=source, index_output_directory=index_dir)
     return ServerConfig(
-        source_directory=source.resolve(),
-        index_output_directory=index_dir.resolve(),
+        source_directory=source,
+        index_output_directory=index_dir,
         included_extensions=_extensions(values.get("included_extensions"), "included_extensions", defaults.included_extensions),
         excluded_extensions=_extensions(values.get("excluded_extensions"), "excluded_extensions", defaults.excluded_extensions),
         scan_interval_seconds=_scan_interval(values.get("scan_interval_seconds"), defaults.scan_interval_seconds),
-        max_file_size_mb=_number(values.get("max_file_size_mb"), "max_file_size_mb", defaults.max_file_size_mb, MAX_FILE_SIZE_MB),
+        max_file_size_mb=_file_size(values.get("max_file_size_mb"), defaults.max_file_size_mb),
     )
 
 
 def _path(value: _Value, key: str) -> Path:
+    """The absolute path a setting names (not resolved). A relative path from the command line or
+    the environment must not pass through a link inside the working directory: that directory is
+    often an untrusted project, which could point "docs" at the user's private folder."""
     if not isinstance(value.raw, (str, os.PathLike)) or not str(value.raw).strip():
         raise ConfigError(key, f"must be a non-empty path string, got {value.raw!r}", value.origin)
     if "\x00" in str(value.raw):
         raise ConfigError(key, "must not contain a NUL byte", value.origin)
-    path = Path(value.raw).expanduser()
-    return path if path.is_absolute() else value.base_dir / path
+    try:
+        path = Path(value.raw).expanduser()
+    except RuntimeError as exc:  # "~nosuchuser"
+        raise ConfigError(key, f"{value.raw!r}: {exc}", value.origin) from None
+    if path.is_absolute():
+        return path
+    if value.textual:
+        _refuse_links_under(value.base_dir, path, key, value)
+    return value.base_dir / path
+
+
+def _refuse_links_under(base: Path, relative: Path, key: str, value: _Value) -> None:
+    inside = base
+    for part in relative.parts:
+        inside = Path(os.path.normpath(inside / part))
+        if not is_under(inside, base):
+            return
+        if inside.is_symlink():
+            raise ConfigError(
+                key, f"{value.raw!r} goes through {inside}, a link (to {os.path.realpath(inside)}) inside the working"
+                " directory; give the real path if you mean it", value.origin,
+            )
+
+
+def is_under(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _resolved(value: _Value, key: str) -> Path:
+    """_path, with every link resolved; an unusable path is a ConfigError."""
+    path = _path(value, key)
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError) as exc:  # a link loop, a name too long
+        raise ConfigError(key, f"{path}: {getattr(exc, 'strerror', None) or exc}", value.origin) from None
 
 
 def _extensions(value: _Value | None, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
@@ -169,7 +209,16 @@ def _extensions(value: _Value | None, key: str, default: tuple[str, ...]) -> tup
         if "/" in ext or "\x00" in ext or ext == ".":
             raise ConfigError(key, f"{item!r} is not a file extension", value.origin)
         result.append(ext)
+    if not result and key == "included_extensions":
+        raise ConfigError(key, "needs at least one extension, e.g. .md", value.origin)
     return tuple(dict.fromkeys(result))
+
+
+def _file_size(value: _Value | None, default: float) -> float:
+    megabytes = _number(value, "max_file_size_mb", default, MAX_FILE_SIZE_MB)
+    if value is not None and megabytes < MIN_FILE_SIZE_MB:
+        raise ConfigError("max_file_size_mb", f"must be at least one byte ({MIN_FILE_SIZE_MB:.7f}), got {value.raw!r}", value.origin)
+    return megabytes
 
 
 def _scan_interval(value: _Value | None, default: float) -> float:

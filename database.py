@@ -13,6 +13,7 @@ directory is created 0700, every file in it 0600.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import itertools
 import json
@@ -26,17 +27,29 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import quote
 
 from exceptions import Cancelled, IndexUnavailableError
-from models import DB_SUFFIX, LoadedFile, Section, Signature, StoredFile
+from models import DB_SUFFIX, INDEX_FORMAT, LoadedFile, Section, Signature, StoredFile
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = INDEX_FORMAT
 SECTION_BITS = 20
 MAX_SECTIONS_PER_FILE = 1 << SECTION_BITS
-TOKENIZER = "porter unicode61 remove_diacritics 2"
+#: Invisible format characters that Unicode added after 6.1, the version FTS5's unicode61 tables
+#: follow: FTS5 would read them as letters, so a word wrapped in one (a right-to-left isolate
+#: around a name, say) could never be found by itself. Here they separate words.
+EXTRA_SEPARATORS = "".join(
+    chr(code) for first, last in ((0x605, 0x605), (0x61C, 0x61C), (0x890, 0x891), (0x8E2, 0x8E2), (0x2066, 0x2069),
+                                  (0x110CD, 0x110CD), (0x13430, 0x13438), (0x1BCA0, 0x1BCA3))
+    for code in range(first, last + 1)
+)
+#: How text becomes words: the index stems them (porter); a query's words are split the same way
+#: first (query_words), so that what is counted and capped is what FTS5 will search.
+WORD_TOKENIZER = f"unicode61 remove_diacritics 2 separators '{EXTRA_SEPARATORS}'"
+TOKENIZER = f"porter {WORD_TOKENIZER}"
 COMPRESSION_LEVEL = 1  # zlib: level 1 is ~3x faster than 6 for ~10% more bytes on prose
 BUSY_TIMEOUT_MS = 10_000
 #: FTS5 builds a transaction's new terms in memory and writes them out as a segment whenever they
@@ -86,7 +99,7 @@ CREATE TABLE sections (
     heading TEXT NOT NULL,
     body BLOB NOT NULL
 );
-CREATE VIRTUAL TABLE sections_fts USING fts5(title, heading, body, content='', tokenize='{TOKENIZER}');
+CREATE VIRTUAL TABLE sections_fts USING fts5(title, heading, body, content='', tokenize="{TOKENIZER}");
 CREATE TABLE skipped (path TEXT PRIMARY KEY, reason TEXT NOT NULL, detail TEXT NOT NULL);
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
 """
@@ -140,27 +153,50 @@ def lock_path(db_path: Path) -> Path:
 
 
 def prepare_index_directory(directory: Path) -> None:
-    """Create the index directory private to its owner (0700), or check that an existing one is
-    safe to keep private files in: a directory that another user may write to could hold their
-    links in place of the index's WAL or lock file."""
-    try:
-        directory.mkdir(mode=PRIVATE_DIRECTORY_MODE, parents=True)
-        os.chmod(directory, PRIVATE_DIRECTORY_MODE)  # mkdir's mode is narrowed by the umask only
-        return
-    except FileExistsError:
-        pass
+    """Create the index directory, and any missing folder above it, private to its owner (0700);
+    then check it (check_index_directory)."""
+    missing = []
+    folder = directory
+    while not os.path.lexists(folder) and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, PRIVATE_DIRECTORY_MODE)
+            os.chmod(folder, PRIVATE_DIRECTORY_MODE)  # mkdir's mode is narrowed by the umask only
+        except FileExistsError:
+            pass
+    check_index_directory(directory)
+    mode = os.stat(directory).st_mode
+    if mode & 0o077:
+        logger.warning(
+            "index directory %s is mode %o: other users can see the names of its index files (their"
+            " contents are private, mode 600); chmod 700 it to hide them", directory, mode & 0o777,
+        )
+
+
+def check_index_directory(directory: Path) -> None:
+    """Raise unless ``directory`` is safe to keep the index in: a directory owned by this user (or
+    root) that no other user may write to. Another user who could write there could replace the
+    index with theirs, or put links where its WAL or lock go."""
     st = os.stat(directory)
     if not stat.S_ISDIR(st.st_mode):
         raise NotADirectoryError(f"{directory} is not a directory")
     if st.st_uid not in (os.geteuid(), 0):
         raise PermissionError(f"{directory} belongs to another user (uid {st.st_uid}); choose a directory of your own")
-    if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+    if st.st_mode & stat.S_IWOTH:
         raise PermissionError(f"any user may write to {directory}; choose a directory only you can write to")
-    if st.st_mode & 0o077:
-        logger.warning(
-            "index directory %s is mode %o: other users can see the names of its index files (their"
-            " contents are private, mode 600); chmod 700 it to hide them", directory, st.st_mode & 0o777,
-        )
+
+
+def _index_file_problem(st: os.stat_result) -> str | None:
+    """Why a file at the index's path (lstat-ed) must not be used as the index, or None."""
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link, not an index file"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_uid != os.geteuid():
+        return f"a file of another user (uid {st.st_uid})"
+    return None
 
 
 def other_settings_indexes(db_path: Path) -> list[Path]:
@@ -177,21 +213,57 @@ def other_settings_indexes(db_path: Path) -> list[Path]:
 
 
 def _open_private_file(path: Path, flags: int) -> int:
-    """Open (creating it 0600 if missing) a file of the index; never through a symlink."""
-    return os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE_MODE)
+    """Open (creating it 0600 if missing) a regular file of the index; never through a link, and
+    never blocking on a FIFO. A link, FIFO or socket in its place is removed first (the index
+    directory holds none of its own); a folder there is an error."""
+    flags |= os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, PRIVATE_FILE_MODE)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        fd = None
+    if fd is not None:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode):
+            if st.st_mode & 0o077:
+                os.fchmod(fd, PRIVATE_FILE_MODE)
+            return fd
+        os.close(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(f"{path} is a folder where the index keeps a file of its own; remove it")
+    logger.warning("removing %s: not a file, where the index keeps a file of its own", path)
+    os.unlink(path)
+    return os.open(path, flags | os.O_EXCL, PRIVATE_FILE_MODE)
 
 
 def _make_private(path: Path) -> None:
     """Create the database file 0600 if missing (SQLite gives its WAL and shared-memory files the
-    database's mode), and narrow the mode of files an older version left readable by others."""
+    database's mode), narrow the mode of files an older version left readable by others, and
+    remove a link or other non-file where SQLite would open its WAL, shared memory or journal:
+    SQLite could otherwise write through a link planted there, or fail on it forever."""
     os.close(_open_private_file(path, os.O_RDONLY))
-    for side in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+    for side in (Path(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal")):
         try:
             st = os.lstat(side)
         except FileNotFoundError:
             continue
-        if stat.S_ISREG(st.st_mode) and st.st_mode & 0o077:
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(f"{side} is a folder where the index keeps a file of its own; remove it")
+        if not stat.S_ISREG(st.st_mode):
+            logger.warning("removing %s: not a file, where the index keeps a file of its own", side)
+            os.unlink(side)
+        elif st.st_mode & 0o077:
             os.chmod(side, PRIVATE_FILE_MODE)
+
+
+class LockHolder(NamedTuple):
+    """What the process holding an index's write lock says it is doing (see WriterLock.record)."""
+
+    pid: int | None
+    phase: str = ""
+    files_done: int = 0
+    files_total: int = 0
 
 
 class WriterLock:
@@ -202,6 +274,11 @@ class WriterLock:
     wait, WAL) and write when it is free; the kernel frees it when its holder exits or dies.
     Within a process it is re-entrant and shared by threads, so a refresh during the process's own
     scan goes ahead between the scan's batches (IndexWriter.lock orders the transactions).
+
+    The holder writes what it is doing into the file (record), which holder() reads: status from
+    any process sees a scan as it goes. A lock file deleted or replaced under its holder would let
+    a second process in: each entry checks that the file at the path is still the one locked, and
+    locks the new one (waiting for its holder) if not.
     """
 
     def __init__(self, path: Path) -> None:
@@ -211,12 +288,16 @@ class WriterLock:
         self._depth = 0
 
     @contextmanager
-    def held(self, on_wait: Callable[[int | None], None] | None = None, stop: threading.Event | None = None) -> Iterator[None]:
+    def held(self, on_wait: Callable[[int | None], None] | None = None, stop: Callable[[], bool] | None = None) -> Iterator[None]:
         """Hold the lock inside; ``on_wait(pid of the holder)`` is called once if another process
-        has it. Raises Cancelled if ``stop`` is set while waiting."""
+        has it. Raises Cancelled if ``stop()`` turns true while waiting."""
         with self._mutex:
             if self._depth == 0:
                 self._fd = self._take(on_wait, stop)
+            elif not self._still_ours():
+                fresh = self._take(on_wait, stop)
+                os.close(self._fd)  # type: ignore[arg-type]
+                self._fd = fresh
             self._depth += 1
         try:
             yield
@@ -227,13 +308,11 @@ class WriterLock:
         """Take the lock if nobody else has it (release with ``release``); False otherwise."""
         with self._mutex:
             if self._depth == 0:
-                fd = _open_private_file(self.path, os.O_RDWR)
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
+                fd = self._open()
+                if not self._locked(fd):
                     os.close(fd)
                     return False
-                self._fd = self._stamped(fd)
+                self._fd = fd
             self._depth += 1
             return True
 
@@ -247,59 +326,94 @@ class WriterLock:
                 os.close(self._fd)  # closing the only descriptor releases the flock
                 self._fd = None
 
-    def _take(self, on_wait: Callable[[int | None], None] | None, stop: threading.Event | None) -> int:
-        fd = _open_private_file(self.path, os.O_RDWR)
+    def _open(self) -> int:
         try:
-            told = False
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    return self._stamped(fd)
-                except BlockingIOError:
-                    pass
+            return _open_private_file(self.path, os.O_RDWR)
+        except FileNotFoundError:  # the index directory was deleted: make it again
+            prepare_index_directory(self.path.parent)
+            return _open_private_file(self.path, os.O_RDWR)
+
+    def _locked(self, fd: int) -> bool:
+        """Lock ``fd``; True if locked and it is still the file at the path (then stamped)."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        if not _same_file(fd, self.path):
+            return False  # deleted or replaced after it was opened: the caller opens the new one
+        self._write(fd, "")
+        return True
+
+    def _take(self, on_wait: Callable[[int | None], None] | None, stop: Callable[[], bool] | None) -> int:
+        told = False
+        while True:
+            fd = self._open()
+            try:
+                if self._locked(fd):
+                    return fd
                 if on_wait is not None and not told:
-                    on_wait(_pid_in(fd))
+                    on_wait(_read_holder(fd).pid)
                     told = True
-                if stop is not None and stop.wait(LOCK_POLL_SECONDS):
-                    raise Cancelled("stopped while waiting for another process to finish writing the index")
-                if stop is None:
-                    time.sleep(LOCK_POLL_SECONDS)
-        except BaseException:
+            except BaseException:
+                os.close(fd)
+                raise
             os.close(fd)
-            raise
+            if stop is not None and stop():
+                raise Cancelled("stopped while waiting for another process to finish writing the index")
+            time.sleep(LOCK_POLL_SECONDS)
+
+    def _still_ours(self) -> bool:
+        return self._fd is not None and _same_file(self._fd, self.path)
 
     @staticmethod
-    def _stamped(fd: int) -> int:
-        """Write this process's id into the lock file, for messages that name the writer."""
+    def _write(fd: int, note: str) -> None:
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        return fd
+        os.pwrite(fd, f"{os.getpid()} {note}\n".encode(), 0)
 
-    def holder(self) -> int | None:
-        """The id of the process writing the index now (this one included), or None."""
-        if self._depth:
-            return os.getpid()
+    def record(self, phase: str, files_done: int = 0, files_total: int = 0) -> None:
+        """Say what the holder is doing, for holder() in any process (held only)."""
+        if self._fd is not None:
+            self._write(self._fd, f"{phase} {files_done} {files_total}")
+
+    def holder(self) -> LockHolder | None:
+        """Who holds the lock now (this process included) and what it recorded, or None."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError:
-            return None
+            return LockHolder(os.getpid()) if self._depth else None
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return _pid_in(fd) or 0
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            return None
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            if not self._depth:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return _read_holder(fd)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return None
+            return _read_holder(fd)
         finally:
             os.close(fd)
 
 
-def _pid_in(fd: int) -> int | None:
+def _same_file(fd: int, path: Path) -> bool:
     try:
-        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        st = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (opened.st_dev, opened.st_ino)
+
+
+def _read_holder(fd: int) -> LockHolder:
+    """Parse what WriterLock._write put in the lock file; a torn or foreign text gives what it can."""
+    try:
+        fields = os.pread(fd, 200, 0).decode("ascii", "replace").split()
     except OSError:
-        return None
-    return int(text) if text.isdigit() else None
+        return LockHolder(None)
+    numbers = [int(field) if field.isdigit() else 0 for field in fields[2:4]]
+    pid = int(fields[0]) if fields and fields[0].isdigit() else None
+    return LockHolder(pid, fields[1] if len(fields) > 1 else "", *numbers)
 
 
 def compress(text: str) -> bytes:
@@ -329,7 +443,7 @@ class IndexWriter:
     """
 
     def __init__(
-        self, db_path: Path, on_wait: Callable[[int | None], None] | None = None, stop: threading.Event | None = None
+        self, db_path: Path, on_wait: Callable[[int | None], None] | None = None, stop: Callable[[], bool] | None = None
     ) -> None:
         """Open (creating or repairing it) the index at ``db_path``, holding the write lock to do so:
         ``on_wait`` and ``stop`` are as for WriterLock.held."""
@@ -345,6 +459,7 @@ class IndexWriter:
     def _open(self) -> tuple[sqlite3.Connection, int]:
         """A connection to a usable index at db_path (a damaged one is moved aside first) and the
         inode it opened, so a later deletion or replacement of the file can be noticed."""
+        check_index_directory(self.db_path.parent)  # again at each reopen: it may have been replaced
         problem = _file_problem(self.db_path)
         if problem is None:
             _make_private(self.db_path)
@@ -380,7 +495,7 @@ class IndexWriter:
 
     def rebuild_after_corruption(self, problem: str) -> None:
         """Close, move the damaged file aside and start an empty index in its place."""
-        with self.lock:
+        with self.write_lock.held(), self.lock:
             try:
                 self.conn.close()
             except sqlite3.Error:
@@ -533,12 +648,18 @@ class IndexWriter:
     def meta(self) -> dict[str, str]:
         return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
 
-    def skipped_paths(self, reasons: Iterable[str]) -> set[tuple[str, str]]:
-        """(path, reason) of the files last skipped for one of ``reasons``."""
-        wanted = list(reasons)
-        return set(self.conn.execute(
-            "SELECT path, reason FROM skipped WHERE reason IN (SELECT value FROM json_each(?))", (json.dumps(wanted),)
-        ).fetchall())
+    def skipped_entries(self, reasons: Iterable[str]) -> list[tuple[str, str, str]]:
+        """(path, reason, detail) of the files last skipped for one of ``reasons``, by path."""
+        return self.conn.execute(
+            "SELECT path, reason, detail FROM skipped WHERE reason IN (SELECT value FROM json_each(?)) ORDER BY path",
+            (json.dumps(list(reasons)),),
+        ).fetchall()
+
+    def wal_bytes(self) -> int:
+        try:
+            return os.stat(f"{self.db_path}-wal").st_size
+        except OSError:
+            return 0
 
     def optimize(self) -> None:
         """Merge the FTS index into one segment: smaller and faster to query after a bulk load."""
@@ -574,16 +695,15 @@ class IndexWriter:
 
 
 def _file_problem(db_path: Path) -> str | None:
-    """Cheap checks before SQLite sees the file: it must be a regular file, not a link, and a
-    non-empty one must start with SQLite's header."""
+    """Cheap checks before SQLite sees the file: it must be a regular file of this user, not a
+    link, and a non-empty one must start with SQLite's header."""
     try:
         st = os.lstat(db_path)
     except FileNotFoundError:
         return None
-    if stat.S_ISLNK(st.st_mode):
-        return "a symbolic link, not an index file"
-    if not stat.S_ISREG(st.st_mode):
-        return "not a regular file"
+    problem = _index_file_problem(st)
+    if problem:
+        return problem
     with open(db_path, "rb") as handle:
         header = handle.read(len(SQLITE_HEADER))
     if header and header != SQLITE_HEADER:
@@ -620,12 +740,7 @@ def reader(db_path: Path) -> sqlite3.Connection:
     cached = getattr(_reader_local, "conns", None)
     if cached is None:
         cached = _reader_local.conns = {}
-    try:
-        inode = os.stat(db_path).st_ino
-    except (FileNotFoundError, NotADirectoryError):
-        raise IndexUnavailableError(str(db_path), "no index yet; it is created by the first scan") from None
-    except OSError as exc:
-        raise IndexUnavailableError(str(db_path), f"cannot read it: {exc.strerror or exc}") from None
+    inode = _readable_index(db_path)
     entry = cached.get(db_path)
     if entry is not None and entry[1] == inode:
         return entry[0]
@@ -633,10 +748,10 @@ def reader(db_path: Path) -> sqlite3.Connection:
         entry[0].close()
     try:
         conn = sqlite3.connect(
-            f"file:{quote(str(db_path))}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            f"file:{quote(os.fsencode(db_path))}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
         )
         _configure(conn)
-        conn.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.snippet_fts USING fts5(title, heading, body, tokenize='{TOKENIZER}')")
+        conn.execute(f'CREATE VIRTUAL TABLE IF NOT EXISTS temp.snippet_fts USING fts5(title, heading, body, tokenize="{TOKENIZER}")')
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS question_hits (id INTEGER PRIMARY KEY, score REAL NOT NULL)")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.Error as exc:
@@ -648,11 +763,56 @@ def reader(db_path: Path) -> sqlite3.Connection:
     return conn
 
 
+def _readable_index(db_path: Path) -> int:
+    """The inode of the index file at ``db_path``, after the checks a writer makes when it opens
+    it (see check_index_directory, _index_file_problem): a reader never follows a link to another
+    index, nor reads one that another user could have put there."""
+    try:
+        check_index_directory(db_path.parent)
+        st = os.lstat(db_path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise IndexUnavailableError(str(db_path), "no index yet; it is created by the first scan") from None
+    except OSError as exc:
+        raise IndexUnavailableError(str(db_path), f"cannot read it: {exc.strerror or exc}") from None
+    problem = _index_file_problem(st)
+    if problem:
+        raise IndexUnavailableError(str(db_path), f"it is {problem}; not reading it (the next scan moves it aside)")
+    return st.st_ino
+
+
 def drop_reader(db_path: Path) -> None:
     """Forget this thread's connection (after an error), so the next call opens a fresh one."""
     entry = getattr(_reader_local, "conns", {}).pop(db_path, None)
     if entry is not None:
         entry[0].close()
+
+
+_words_local = threading.local()
+
+
+def query_words(texts: Sequence[str]) -> list[list[str]]:
+    """The words FTS5 reads in each of ``texts``, in order: lowercase, without diacritics, not
+    stemmed (the index stems them when they are searched). Made by FTS5's own tokenizer, in an
+    in-memory table of this thread: a regular expression would disagree with it on thousands of
+    code points."""
+    conn = getattr(_words_local, "conn", None)
+    if conn is None:
+        conn = _words_local.conn = sqlite3.connect(":memory:", isolation_level=None)
+        conn.execute(f'CREATE VIRTUAL TABLE words USING fts5(text, tokenize="{WORD_TOKENIZER}")')
+        conn.execute("CREATE VIRTUAL TABLE word_list USING fts5vocab(words, instance)")
+    words: list[list[str]] = [[] for _ in texts]
+    conn.execute("BEGIN")
+    try:
+        # A lone surrogate cannot be given to SQLite: it becomes "?", which separates words.
+        conn.executemany(
+            "INSERT INTO words (rowid, text) VALUES (?, ?)",
+            ((number, text.encode("utf-8", "replace").decode("utf-8")) for number, text in enumerate(texts)),
+        )
+        for number, word in conn.execute("SELECT doc, term FROM word_list ORDER BY doc, offset"):
+            words[number].append(word)
+    finally:
+        conn.execute("ROLLBACK")
+    return words
 
 
 #: A rowid range [low, high) of sections_fts: the sections of a range of file ids.
@@ -701,8 +861,21 @@ def generation(conn: sqlite3.Connection) -> str | None:
     return row[0] if row else None
 
 
+#: A JSON array of file ids that a search leaves out (its -exclusions), bound as a parameter.
+NO_FILES = "[]"
+_NOT_EXCLUDED = f" AND (rowid >> {SECTION_BITS}) NOT IN (SELECT value FROM json_each(?))"
+
+
+def matching_files(conn: sqlite3.Connection, match: str) -> str:
+    """The ids of the files with a section matching ``match``, as a JSON array (see NO_FILES)."""
+    rows = conn.execute(
+        f"SELECT DISTINCT rowid >> {SECTION_BITS} FROM sections_fts WHERE sections_fts MATCH ?", (match,)
+    ).fetchall()
+    return json.dumps([file_id for (file_id,) in rows])
+
+
 def best_section_per_file(
-    conn: sqlite3.Connection, match: str, weights: Sequence[float], limit: int, span: Span = EVERY_ROW
+    conn: sqlite3.Connection, match: str, weights: Sequence[float], limit: int, span: Span = EVERY_ROW, excluded: str = NO_FILES
 ) -> list[tuple[int, float]]:
     """The best-ranked section of each of the top ``limit`` files in ``span``: [(section rowid, bm25)],
     best first.
@@ -716,8 +889,8 @@ def best_section_per_file(
     candidates = limit * CANDIDATE_SECTIONS_PER_FILE
     ranked = conn.execute(
         "SELECT rowid, bm25(sections_fts, ?, ?, ?) AS score FROM sections_fts"
-        " WHERE sections_fts MATCH ? AND rowid >= ? AND rowid < ? ORDER BY score, rowid LIMIT ?",
-        (*weights, match, *span, candidates),
+        f" WHERE sections_fts MATCH ? AND rowid >= ? AND rowid < ?{_NOT_EXCLUDED} ORDER BY score, rowid LIMIT ?",
+        (*weights, match, *span, excluded, candidates),
     ).fetchall()
     best: dict[int, tuple[int, float]] = {}
     for rowid, score in ranked:
@@ -726,11 +899,11 @@ def best_section_per_file(
             return list(best.values())
     if len(ranked) < candidates:
         return list(best.values())  # every matching section was seen
-    return [(rowid, score) for rowid, score, _ in best_section_of_every_file(conn, match, weights, limit, span)]
+    return [(rowid, score) for rowid, score, _ in best_section_of_every_file(conn, match, weights, limit, span, excluded)]
 
 
 def best_section_of_every_file(
-    conn: sqlite3.Connection, match: str, weights: Sequence[float], limit: int, span: Span = EVERY_ROW
+    conn: sqlite3.Connection, match: str, weights: Sequence[float], limit: int, span: Span = EVERY_ROW, excluded: str = NO_FILES
 ) -> list[tuple[int, float, int]]:
     """Like best_section_per_file, by grouping every matching section in ``span`` by file; each row
     also holds how many files matched. One pass: for an expression that does most of its work
@@ -738,18 +911,18 @@ def best_section_of_every_file(
     # FTS5 refuses bm25() inside an aggregate; a materialized CTE computes it first.
     return conn.execute(
         "WITH hits AS MATERIALIZED (SELECT rowid AS id, bm25(sections_fts, ?, ?, ?) AS score"
-        " FROM sections_fts WHERE sections_fts MATCH ? AND rowid >= ? AND rowid < ?),"
+        f" FROM sections_fts WHERE sections_fts MATCH ? AND rowid >= ? AND rowid < ?{_NOT_EXCLUDED}),"
         f" by_file AS MATERIALIZED (SELECT id, min(score) AS best FROM hits GROUP BY id >> {SECTION_BITS})"
         " SELECT id, best, (SELECT count(*) FROM by_file) FROM by_file ORDER BY best, id LIMIT ?",
-        (*weights, match, *span, limit),
+        (*weights, match, *span, excluded, limit),
     ).fetchall()
 
 
-def count_matching_files(conn: sqlite3.Connection, match: str, span: Span = EVERY_ROW) -> int:
+def count_matching_files(conn: sqlite3.Connection, match: str, span: Span = EVERY_ROW, excluded: str = NO_FILES) -> int:
     return conn.execute(
         f"SELECT count(DISTINCT rowid >> {SECTION_BITS}) FROM sections_fts"
-        " WHERE sections_fts MATCH ? AND rowid >= ? AND rowid < ?",
-        (match, *span),
+        f" WHERE sections_fts MATCH ? AND rowid >= ? AND rowid < ?{_NOT_EXCLUDED}",
+        (match, *span, excluded),
     ).fetchone()[0]
 
 
@@ -810,13 +983,13 @@ def snapshot(conn: sqlite3.Connection) -> Iterator[None]:
         conn.execute("ROLLBACK")
 
 
-def score_question(conn: sqlite3.Connection, match: str, weights: Sequence[float]) -> None:
+def score_question(conn: sqlite3.Connection, match: str, weights: Sequence[float], excluded: str = NO_FILES) -> None:
     """bm25 of every section matching ``match`` into temp.question_hits (inside a snapshot)."""
     conn.execute("DELETE FROM temp.question_hits")
     conn.execute(
         "INSERT INTO temp.question_hits (id, score)"
-        " SELECT rowid, bm25(sections_fts, ?, ?, ?) FROM sections_fts WHERE sections_fts MATCH ?",
-        (*weights, match),
+        f" SELECT rowid, bm25(sections_fts, ?, ?, ?) FROM sections_fts WHERE sections_fts MATCH ?{_NOT_EXCLUDED}",
+        (*weights, match, excluded),
     )
 
 
@@ -829,7 +1002,8 @@ def best_question_hits(conn: sqlite3.Connection, limit: int) -> list[tuple[int, 
 
 
 def best_with_feedback(
-    conn: sqlite3.Connection, feedback_match: str, weights: Sequence[float], question_weight: float, limit: int
+    conn: sqlite3.Connection, feedback_match: str, weights: Sequence[float], question_weight: float, limit: int,
+    excluded: str = NO_FILES,
 ) -> list[tuple[int, float]]:
     """Like best_question_hits, each section scored question_weight * its question score plus its
     bm25 for ``feedback_match``. bm25 sums over the phrases of a MATCH expression, so this equals
@@ -837,11 +1011,11 @@ def best_with_feedback(
     reading the question's doclists again."""
     return conn.execute(
         "WITH feedback AS MATERIALIZED (SELECT rowid AS id, bm25(sections_fts, ?, ?, ?) AS score"
-        " FROM sections_fts WHERE sections_fts MATCH ?),"
+        f" FROM sections_fts WHERE sections_fts MATCH ?{_NOT_EXCLUDED}),"
         " combined AS (SELECT id, sum(score) AS score FROM"
         " (SELECT id, ? * score AS score FROM temp.question_hits UNION ALL SELECT id, score FROM feedback) GROUP BY id)"
         f" SELECT id, min(score) AS best FROM combined GROUP BY id >> {SECTION_BITS} ORDER BY best LIMIT ?",
-        (*weights, feedback_match, question_weight, limit),
+        (*weights, feedback_match, excluded, question_weight, limit),
     ).fetchall()
 
 

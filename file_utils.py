@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from operator import attrgetter
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import unquote
 
 from exceptions import FileSkipped, SourceUnavailableError, UnsafePathError
@@ -39,6 +40,8 @@ SKIP_REASONS = (
     "undecodable_name",  # a name that is not valid UTF-8 cannot be stored or returned
     "unreadable",  # permission denied or another OS error while listing or reading; what the
     # index holds for it (a file, or every file under a folder) is kept until it can be read
+    "unavailable",  # a folder that was a file system of its own (a mounted drive) and is now
+    # another, holding none of the indexed files: unmounted, say. Its indexed files are kept
     "vanished",  # deleted between the walk and the read
 )
 #: A folder that cannot be listed with one of these errors is gone, not unreadable.
@@ -90,12 +93,30 @@ class FileFilter:
 
 
 SkipCallback = Callable[[str, str, str], None]
+MountCallback = Callable[[str, str], None]
 _NAME = attrgetter("name")
 
 
-def walk_source(root: Path, file_filter: FileFilter, on_skip: SkipCallback) -> Iterator[Signature]:
+class _Folder(NamedTuple):
+    """A real folder the walk descends into: its path, and its device and inode."""
+
+    path: str
+    device: int
+    inode: int
+
+
+def identity(st: os.stat_result) -> str:
+    """A folder's device and inode: they change when a file system is mounted over it or unmounted
+    from it, or the folder is replaced by another."""
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def walk_source(
+    root: Path, file_filter: FileFilter, on_skip: SkipCallback, on_mount: MountCallback | None = None
+) -> Iterator[Signature]:
     """Yield the Signature of every eligible file under ``root`` (already resolved); report others
-    to ``on_skip``.
+    to ``on_skip``, and each folder that is another file system (a mount point) to ``on_mount``,
+    with its identity.
 
     A folder or file that exists but cannot be listed or stat-ed is reported as ``unreadable``
     (a folder's path ends in "/"): it is not known to be gone. If the source itself cannot be
@@ -109,9 +130,9 @@ def walk_source(root: Path, file_filter: FileFilter, on_skip: SkipCallback) -> I
     root_stat = os.stat(root_real)
     visited.add((root_stat.st_dev, root_stat.st_ino))
     accepts_name, max_size = file_filter.accepts_name, file_filter.max_size_bytes
-    stack: list[tuple[str, str]] = [(root_real, "")]
+    stack: list[tuple[str, str, int]] = [(root_real, "", root_stat.st_dev)]
     while stack:
-        dir_path, prefix = stack.pop()
+        dir_path, prefix, device = stack.pop()
         try:
             dir_fd, listed = _list_directory(dir_path)
         except OSError as exc:
@@ -142,8 +163,10 @@ def walk_source(root: Path, file_filter: FileFilter, on_skip: SkipCallback) -> I
                     continue
                 if found is None:
                     continue
-                if isinstance(found, str):
-                    stack.append((found, rel + "/"))
+                if isinstance(found, _Folder):
+                    if found.device != device and on_mount is not None:
+                        on_mount(rel + "/", f"{found.device}:{found.inode}")
+                    stack.append((found.path, rel + "/", found.device))
                 elif not (skip_own_files and DB_SUFFIX in name):
                     yield found
         finally:
@@ -172,8 +195,8 @@ def _classify_entry(
     visited: set[tuple[int, int]],
     file_filter: FileFilter,
     on_skip: SkipCallback,
-) -> Signature | str | None:
-    """Return the Signature of an eligible file, a real directory path to descend into, or None.
+) -> Signature | _Folder | None:
+    """Return the Signature of an eligible file, a real folder to descend into, or None.
 
     ``entry`` was listed from ``dir_path`` through a descriptor, so its own ``path`` is just its name.
     """
@@ -196,7 +219,7 @@ def _classify_entry(
             on_skip(rel + "/", "duplicate_directory", "folder already indexed under another path")
             return None
         visited.add(key)
-        return path
+        return _Folder(path, st.st_dev, st.st_ino)
     return _eligible_file(entry, rel, file_filter, on_skip)
 
 

@@ -15,13 +15,14 @@ import pickle
 import queue
 import re
 import signal
+import stat
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +35,7 @@ from file_utils import (
     FileFilter,
     check_single_file,
     decode_text,
+    identity,
     read_regular_file,
     resolve_user_path,
     walk_source,
@@ -79,9 +81,11 @@ RST_EXTENSIONS = (".rst", ".rest")
 #: Reasons that are too common to log one line per file (a summary line counts them).
 QUIET_REASONS = frozenset({"excluded_extension", "excluded_directory"})
 #: Reasons that mean something went wrong while reading, counted as errors in status.
-ERROR_REASONS = frozenset({"unreadable"})
+ERROR_REASONS = frozenset({"unreadable", "unavailable"})
 #: A file skipped for these reasons may be there as it was: what the index holds for it is kept.
-KEEP_REASONS = frozenset({"unreadable"})
+KEEP_REASONS = frozenset({"unreadable", "unavailable"})
+#: A scan records its progress in the lock file (for status in other processes) this often.
+PROGRESS_EVERY_FILES = 64
 #: Bounds on what a reply or status carries about errors.
 MAX_ERROR_CHARS = 1000
 MAX_REPLY_ERRORS = 100
@@ -446,8 +450,8 @@ class Changes:
     to_verify: list[DiskFile] = field(default_factory=list)
     to_remove: list[str] = field(default_factory=list)
     skipped: list[tuple[str, str, str]] = field(default_factory=list)
-    #: Eligible files the walk found, changed or not.
-    seen: int = 0
+    #: The folders the walk found to be file systems of their own: path ("a/b/") -> identity.
+    mounts: dict[str, str] = field(default_factory=dict)
 
 
 class FileScanner:
@@ -463,25 +467,41 @@ class FileScanner:
             index_directory=config.index_output_directory,
         )
 
-    def changes(self, signatures: Mapping[Signature, int]) -> Changes:
+    def changes(self, signatures: Mapping[Signature, int], replaced: Sequence[str] = ()) -> Changes:
         """Compare the walk with IndexWriter.file_signatures(): a file is unchanged when its whole
-        signature equals a stored one. What the walk could not list or stat is not removed."""
+        signature equals a stored one. What the walk could not list or stat is not removed; nor is
+        what was indexed under a folder of ``replaced`` (the source, "", or a mount point that is
+        now another folder) when the walk finds none of it there: the source itself is then
+        SourceUnavailableError, a mount point ``unavailable``."""
         result = Changes()
         unmatched = dict(signatures)
+        watched = {path for path, *_ in signatures if path.startswith(tuple(replaced))} if replaced else set()
+        found_under: set[str] = set()
 
         def on_skip(path: str, reason: str, detail: str) -> None:
             result.skipped.append((path, reason, detail))
 
-        for signature in walk_source(self.root, self.filter, on_skip):
-            result.seen += 1
+        for signature in walk_source(self.root, self.filter, on_skip, result.mounts.__setitem__):
             indexed_at_ns = unmatched.pop(signature, None)
             if indexed_at_ns is None:
                 result.to_read.append(DiskFile._make(signature))
             elif indexed_at_ns - max(signature[1], signature[4]) < RACY_WINDOW_NS:  # its mtime and ctime
                 result.to_verify.append(DiskFile._make(signature))
+            if signature[0] in watched:
+                found_under.update(folder for folder in replaced if signature[0].startswith(folder))
+        for folder in replaced:
+            indexed = sum(1 for path in watched if path.startswith(folder))
+            if not indexed or folder in found_under:
+                continue
+            if not folder:
+                raise SourceUnavailableError(
+                    str(self.root), f"it is now another folder, holding none of the {indexed} indexed files (an unmounted"
+                    " drive?); if that really is the new source, delete the index file to start over",
+                )
+            on_skip(folder, "unavailable", f"now another folder, holding none of its {indexed} indexed files (unmounted?)")
         # Left unmatched: files changed since (read again above), no longer found by the walk, or in
         # a folder (or themselves) that could not be listed or stat-ed: those are kept.
-        unknown = [path for path, reason, _ in result.skipped if reason == "unreadable"]
+        unknown = [path for path, reason, _ in result.skipped if reason in KEEP_REASONS]
         kept_exact, kept_under = set(unknown), tuple(path.rstrip("/") + "/" for path in unknown)
         to_read = {disk.path for disk in result.to_read}
         result.to_remove = [
@@ -498,8 +518,9 @@ class TextIndexer:
     """Owns the writer and the scan state; every index change goes through here.
 
     Every change is made holding the index's write lock (database.WriterLock), so that one
-    process writes at a time; a scan holds it throughout. What a scan does is recorded in the
-    index's meta table as it goes (state, progress, errors), so every process reads the same status.
+    process writes at a time; a scan holds it throughout and records in the lock file how far it
+    got, and what a scan found (its time, skipped files, errors) goes into the index's meta table,
+    so every process reads the same status.
     """
 
     def __init__(self, config: ServerConfig, writer: IndexWriter, stop: threading.Event | None = None) -> None:
@@ -512,10 +533,16 @@ class TextIndexer:
         #: for another process's lock end.
         self.stop = stop or threading.Event()
         #: This process's count of errors, and the latest; the index's meta holds every process's.
+        #: The count the meta held when last read stays here too: a rebuilt index starts from it.
         self.errors_encountered = 0
         self.last_error: str | None = None
         self.unsaved_errors = 0
+        self.saved_errors = 0
         self._logged_skips: set[tuple[str, str]] = set()
+        #: The last scan's reply and when it started: a refresh asked for before then is answered by it.
+        self._last_scan: tuple[float, RefreshReply] | None = None
+        #: The identities of the source ("") and its mount points, as the scan running now found them.
+        self._expected: dict[str, str] = {}
         #: Set when a reader saw the index fail; the next scan checks the file and rebuilds it if damaged.
         self.damage_suspected = False
         if writer.recovered_from:
@@ -529,11 +556,12 @@ class TextIndexer:
 
     def _error_meta(self, new_errors: int, last_error: str | None) -> dict[str, str]:
         """Meta values that add this process's unsaved errors and ``new_errors`` to the index's
-        count (read inside the caller's transaction, so no process's errors are lost)."""
-        saved = int(self.writer.meta().get("errors_encountered") or 0)
-        total = saved + self.unsaved_errors + new_errors
+        count (read inside the caller's transaction, so no process's errors are lost; never below
+        what this process saw, so a rebuilt index does not count from zero)."""
+        saved = max(int(self.writer.meta().get("errors_encountered") or 0), self.saved_errors)
+        self.saved_errors = saved + self.unsaved_errors + new_errors
         self.unsaved_errors = 0
-        return {"errors_encountered": str(total), "last_error": (last_error or "")[:MAX_ERROR_CHARS]}
+        return {"errors_encountered": str(self.saved_errors), "last_error": (last_error or "")[:MAX_ERROR_CHARS]}
 
     def _log_skip(self, path: str, reason: str, detail: str) -> None:
         if reason in QUIET_REASONS or (path, reason) in self._logged_skips:
@@ -544,31 +572,55 @@ class TextIndexer:
     def _waiting_for(self, pid: int | None) -> None:
         logger.info("another process (pid %s) is writing the index %s; waiting for it to finish", pid or "?", self.writer.db_path)
 
+    def _stop_check(self, cancelled: Callable[[], bool] | None) -> Callable[[], bool]:
+        """Whether to stop waiting: the process is stopping, or the caller gave up."""
+        return lambda: self.stop.is_set() or (cancelled is not None and cancelled())
+
     def check_integrity(self) -> bool:
         """Run SQLite's quick_check; move a damaged index aside and start empty. True if it was ok."""
-        with self.writer.write_lock.held(self._waiting_for, self.stop):
+        with self.writer.write_lock.held(self._waiting_for, self.stop.is_set):
             try:
                 verdict = self.writer.quick_check()
             except sqlite3.DatabaseError as exc:
                 verdict = str(exc)
             if verdict == "ok":
                 return True
+            self._carry_error_count()
             self.writer.rebuild_after_corruption(f"integrity check failed: {verdict[:200]}")
         self._record_error(f"the index failed its integrity check; moved it to {self.writer.recovered_from} and rebuilt it")
         return False
 
-    def scan(self, on_progress: Callable[[ScanProgress], None] | None = None) -> RefreshReply:
+    def _carry_error_count(self) -> None:
+        """Before the index is replaced: remember its error count, which the new one starts from."""
+        try:
+            self.saved_errors = max(self.saved_errors, int(self.writer.meta().get("errors_encountered") or 0))
+        except sqlite3.Error:
+            pass  # unreadable: the count this process last saw stands
+
+    def scan(self, on_progress: Callable[[ScanProgress], None] | None = None, cancelled: Callable[[], bool] | None = None) -> RefreshReply:
         """Bring the whole index up to date with the disk now. One scan runs at a time; it waits
-        while another process writes the index."""
-        with self.scan_lock:
-            try:
-                with self.writer.write_lock.held(self._waiting_for, self.stop):
-                    return self._scan_with_recovery(on_progress)
-            except Cancelled as exc:
-                return {"success": False, "files_processed": self.progress.files_done, "files_removed": 0, "errors": [str(exc)]}
-            finally:
-                self.progress.state, self.progress.phase = "idle", "done"
-                self.progress.finished_at = time.time()
+        while another process writes the index. A scan asked for while another one runs waits for
+        it, then scans again, unless a scan that started after it was asked for has finished:
+        that one answers it. ``cancelled``: the caller gave up (it stops waiting, not a scan)."""
+        asked_at = time.monotonic()
+        stop = self._stop_check(cancelled)
+        while not self.scan_lock.acquire(timeout=database.LOCK_POLL_SECONDS):
+            if stop():
+                return _stopped("the scan was cancelled before it started")
+        try:
+            if self._last_scan is not None and self._last_scan[0] > asked_at:
+                return self._last_scan[1]
+            with self.writer.write_lock.held(self._waiting_for, stop):
+                started = time.monotonic()
+                reply = self._scan_with_recovery(on_progress)
+            self._last_scan = (started, reply)
+            return reply
+        except Cancelled as exc:
+            return _stopped(str(exc), self.progress.files_done)
+        finally:
+            self.progress.state, self.progress.phase = "idle", "done"
+            self.progress.finished_at = time.time()
+            self.scan_lock.release()
 
     def _scan_with_recovery(self, on_progress: Callable[[ScanProgress], None] | None) -> RefreshReply:
         try:
@@ -592,6 +644,7 @@ class TextIndexer:
         its integrity then or when a reader saw the index fail."""
         replaced = self.writer.file_replaced()
         if replaced:
+            self._carry_error_count()
             self._record_error(f"the index file {self.writer.db_path} was deleted or replaced while in use; reopening it")
             self.writer.reopen()
         if replaced or self.damage_suspected:
@@ -606,7 +659,7 @@ class TextIndexer:
         self._record_error(f"scan stopped: {problem}")
         try:
             with self.writer.transaction():
-                self.writer.set_meta_values({"scan_state": "idle", **self._error_meta(0, self.last_error)})
+                self.writer.set_meta_values(self._error_meta(0, self.last_error))
         except sqlite3.Error:
             pass  # the index cannot be written now (disk full, read-only): the error stays unsaved
         return {"success": False, "files_processed": self.progress.files_done, "files_removed": 0, "errors": [self.last_error or ""]}
@@ -616,29 +669,26 @@ class TextIndexer:
         progress.state, progress.phase = "indexing", "walking"
         progress.files_done = progress.files_total = 0
         progress.started_at = time.time()
-        identity = _directory_identity(self.config.source_directory)
+        self.writer.write_lock.record("walking")
+        root = self.config.source_directory
         with self.writer.lock:
             signatures = self.writer.file_signatures()
-            recorded_identity = self.writer.meta().get("source_identity")
-            known_problems = self.writer.skipped_paths(ERROR_REASONS)  # before this scan records its own
-        changes = self.scanner.changes(signatures)
-        if recorded_identity not in (None, identity) and signatures and not changes.seen and not changes.skipped:
-            raise SourceUnavailableError(
-                str(self.config.source_directory),
-                f"it is now an empty folder other than the one indexed (an unmounted drive?), so its {len(signatures)}"
-                f" indexed files are kept; if it really is a new, empty folder, delete {self.writer.db_path} to start over",
-            )
+            meta = self.writer.meta()
+            known_problems = {(path, reason) for path, reason, _ in self.writer.skipped_entries(ERROR_REASONS)}
+        recorded: dict[str, str] = json.loads(meta.get("mounts") or "{}")
+        self._expected = {"": identity(os.stat(root))}
+        replaced = [folder for folder, was in recorded.items() if _identity_of(root / folder) != was]
+        changes = self.scanner.changes(signatures, replaced)
+        self._expected.update(changes.mounts)
+        self._check_source()  # a source swapped or unmounted while it was walked
+        unavailable = {path for path, reason, _ in changes.skipped if reason == "unavailable"}
+        mounts = {**changes.mounts, **{folder: recorded[folder] for folder in unavailable}, "": self._expected[""]}
         for path, reason, detail in changes.skipped:
             self._log_skip(path, reason, detail)
         progress.skipped = dict(Counter(reason for _, reason, _ in changes.skipped))
         progress.files_total = len(changes.to_read) + len(changes.to_verify) + len(changes.to_remove)
         progress.phase = "indexing"
-        if progress.files_total:
-            with self.writer.transaction():
-                self.writer.set_meta_values({
-                    "scan_state": "indexing", "scan_pid": str(os.getpid()), "scan_started": _now(),
-                    "scan_files_total": str(progress.files_total), "scan_files_done": "0",
-                })
+        self._record_progress()
         if on_progress:
             on_progress(progress)
         removed = self._remove(changes.to_remove, on_progress)
@@ -652,17 +702,18 @@ class TextIndexer:
             )
             self.last_error = _describe_problems(problems)
             self.writer.set_meta_values({
-                "scan_state": "idle", "scan_files_done": str(progress.files_done),
-                "last_scan": _now(), "source_identity": identity,
+                "last_scan": _now(), "mounts": json.dumps(mounts),
                 "skipped_counts": json.dumps(dict(Counter(reason for _, reason, _ in skipped))),
                 "settings": json.dumps(self.config.index_settings),
                 **self._error_meta(new_problems, self.last_error),
             })
         self.errors_encountered += new_problems
         progress.skipped = dict(Counter(reason for _, reason, _ in skipped))
+        removed += outcome.vanished
         changed = outcome.written or removed or outcome.skipped
         if outcome.written or removed:
             self.writer.release_free_pages()
+        if outcome.written or removed or self.writer.wal_bytes() > database.WAL_SIZE_LIMIT:
             self.writer.truncate_wal()
         logger.log(
             logging.INFO if changed else logging.DEBUG,
@@ -672,6 +723,21 @@ class TextIndexer:
         errors = [f"{path}: {reason}{': ' + detail if detail else ''}"[:MAX_ERROR_CHARS] for path, reason, detail in problems]
         return {"success": True, "files_processed": outcome.written, "files_removed": removed, "errors": errors[:MAX_REPLY_ERRORS]}
 
+    def _check_source(self) -> None:
+        """Raise SourceUnavailableError if the source, or a mount point in it, is no longer the
+        folder this scan walked (replaced, or a drive unmounted): a file missing now may not be
+        deleted, so nothing more is written. Called before each commit."""
+        root = self.config.source_directory
+        for folder, expected in self._expected.items():
+            if _identity_of(root / folder) != expected:
+                raise SourceUnavailableError(
+                    str(root / folder), "it was replaced or unmounted during the scan; what was not yet written is left as it was"
+                )
+
+    def _record_progress(self) -> None:
+        progress = self.progress
+        self.writer.write_lock.record(progress.phase, progress.files_done, progress.files_total)
+
     def _remove(self, to_remove: list[str], on_progress: Callable[[ScanProgress], None] | None) -> int:
         for start in range(0, len(to_remove), BATCH_FILES):
             batch = to_remove[start:start + BATCH_FILES]
@@ -680,8 +746,9 @@ class TextIndexer:
                     current = self.writer.stored_file(path)
                     if current is not None:
                         self.writer.remove_file(current.file_id)
-                self.writer.set_meta("scan_files_done", str(self.progress.files_done + len(batch)))
+                self._check_source()
             self.progress.files_done += len(batch)
+            self._record_progress()
             if on_progress:
                 on_progress(self.progress)
         return len(to_remove)
@@ -723,18 +790,23 @@ class TextIndexer:
                 self._write_one(item, outcome)
                 count += 1
                 size += item.size if isinstance(item, LoadedFile) else 0
+                if count % PROGRESS_EVERY_FILES == 0:
+                    self.progress.files_done += PROGRESS_EVERY_FILES
+                    self._record_progress()
                 full = count >= BATCH_FILES or size >= BATCH_BYTES or self.stop.is_set()
                 item = None if full else next(rest, None)
-            self.writer.set_meta("scan_files_done", str(self.progress.files_done + count))
+            self._check_source()
         for missing in skipped:
             self._log_skip(missing.path, missing.reason, missing.detail)
-        self.progress.files_done += count
+        self.progress.files_done += count % PROGRESS_EVERY_FILES
+        self._record_progress()
 
     def _write_one(self, item: LoadedFile | FileSkipped, outcome: _Outcome) -> None:
         current = self.writer.stored_file(item.path)
         if isinstance(item, FileSkipped):
             if current is not None and item.reason not in KEEP_REASONS:
                 self.writer.remove_file(current.file_id)
+                outcome.vanished += item.reason == "vanished"
             if item.reason != "vanished":
                 outcome.skipped.append((item.path, item.reason, item.detail))
                 self.writer.set_skipped(item.path, item.reason, item.detail)
@@ -746,33 +818,43 @@ class TextIndexer:
             self.writer.clear_skipped(item.path)
             outcome.written += 1
 
-    def refresh_file(self, user_path: str) -> RefreshReply:
-        """Index one file now (or remove it if it is gone). Raises UnsafePathError for unsafe paths."""
+    def refresh_file(self, user_path: str, cancelled: Callable[[], bool] | None = None) -> RefreshReply:
+        """Index one file now (or remove it if it is gone). Raises UnsafePathError for unsafe paths.
+        The file is read holding the write lock: what is written is what the disk holds then."""
         rel = resolve_user_path(self.config.source_directory, user_path, self.config.index_output_directory)
-        try:
-            disk = check_single_file(self.config.source_directory, rel, self.scanner.filter)
-            loaded: LoadedFile | FileSkipped | None = (
-                load_file(self.config.source_directory, rel, self.config.max_file_size_bytes) if disk else None
-            )
-        except FileSkipped as skipped:
-            loaded = skipped
-        with self.writer.write_lock.held(self._waiting_for, self.stop), self.writer.transaction():
-            current = self.writer.stored_file(rel)
-            if isinstance(loaded, LoadedFile):
-                self.writer.upsert_file(loaded, current.file_id if current else None)
-                self.writer.clear_skipped(rel)
-                return {"success": True, "files_processed": 1, "files_removed": 0, "errors": []}
-            if loaded is None:
-                if current is None:
-                    return {"success": False, "files_processed": 0, "files_removed": 0,
-                            "errors": [f"{rel}: no such file in the source directory, and not in the index"]}
-                self.writer.remove_file(current.file_id)
-                return {"success": True, "files_processed": 0, "files_removed": 1, "errors": []}
-            removed = current is not None and loaded.reason not in KEEP_REASONS
-            if removed:
-                self.writer.remove_file(current.file_id)
-            if loaded.reason != "vanished":
-                self.writer.set_skipped(rel, loaded.reason, loaded.detail)
+        with self.writer.write_lock.held(self._waiting_for, self._stop_check(cancelled)):
+            try:
+                disk = check_single_file(self.config.source_directory, rel, self.scanner.filter)
+                loaded: LoadedFile | FileSkipped | None = (
+                    load_file(self.config.source_directory, rel, self.config.max_file_size_bytes) if disk else None
+                )
+            except FileSkipped as skipped:
+                loaded = skipped
+            with self.writer.transaction():
+                reply = self._write_refreshed(rel, loaded)
+                problems = self.writer.skipped_entries(ERROR_REASONS)
+                self.last_error = _describe_problems(problems)
+                self.writer.set_meta("last_error", (self.last_error or "")[:MAX_ERROR_CHARS])
+        return reply
+
+    def _write_refreshed(self, rel: str, loaded: LoadedFile | FileSkipped | None) -> RefreshReply:
+        current = self.writer.stored_file(rel)
+        if isinstance(loaded, LoadedFile):
+            self.writer.upsert_file(loaded, current.file_id if current else None)
+            self.writer.clear_skipped(rel)
+            return {"success": True, "files_processed": 1, "files_removed": 0, "errors": []}
+        if loaded is None:
+            self.writer.clear_skipped(rel)
+            if current is None:
+                return {"success": False, "files_processed": 0, "files_removed": 0,
+                        "errors": [f"{rel}: no such file in the source directory, and not in the index"]}
+            self.writer.remove_file(current.file_id)
+            return {"success": True, "files_processed": 0, "files_removed": 1, "errors": []}
+        removed = current is not None and loaded.reason not in KEEP_REASONS
+        if removed:
+            self.writer.remove_file(current.file_id)  # type: ignore[union-attr]
+        if loaded.reason != "vanished":
+            self.writer.set_skipped(rel, loaded.reason, loaded.detail)
         return {"success": False, "files_processed": 0, "files_removed": int(removed), "errors": [str(loaded)]}
 
 
@@ -780,21 +862,29 @@ class TextIndexer:
 class _Outcome:
     written: int = 0
     verified: int = 0
+    #: Indexed files found deleted when they were to be read again: removed.
+    vanished: int = 0
     skipped: list[tuple[str, str, str]] = field(default_factory=list)
+
+
+def _stopped(why: str, files_done: int = 0) -> RefreshReply:
+    return {"success": False, "files_processed": files_done, "files_removed": 0, "errors": [why]}
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _directory_identity(path: Path) -> str:
-    """Device and inode of a folder: they change when another file system is mounted over it or
-    unmounted from it, or the folder is replaced."""
-    st = os.stat(path)
-    return f"{st.st_dev}:{st.st_ino}"
+def _identity_of(folder: Path) -> str | None:
+    """file_utils.identity of a folder, or None if there is none there now."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    return identity(st) if stat.S_ISDIR(st.st_mode) else None
 
 
-def _describe_problems(problems: list[tuple[str, str, str]]) -> str | None:
+def _describe_problems(problems: Sequence[tuple[str, str, str]]) -> str | None:
     """One line for status's last_error about what a scan could not read, or None."""
     if not problems:
         return None
@@ -804,8 +894,9 @@ def _describe_problems(problems: list[tuple[str, str, str]]) -> str | None:
 
 
 def read_status(config: ServerConfig, indexer: TextIndexer | None, startup_error: str | None = None) -> StatusReply:
-    """Status as the index records it (any process reads the same), with this process's own scan
-    progress when it is the one scanning, and its own problems (an index it cannot open)."""
+    """Status as the index and its writer record it (any process reads the same), with this
+    process's own scan progress when it is the one scanning, and its own problems (an index it
+    cannot open)."""
     db_path = config.db_path
     counts: dict = {"indexed_files": 0, "total_documents": 0, "fallback_decoded_files": 0, "meta": {}}
     problem = startup_error
@@ -818,21 +909,21 @@ def read_status(config: ServerConfig, indexer: TextIndexer | None, startup_error
             indexer.damage_suspected = True
     meta = counts["meta"]
     lock = indexer.writer.write_lock if indexer else database.WriterLock(database.lock_path(db_path))
-    writer_pid = lock.holder()
+    writer = lock.holder()
     own = indexer.progress if indexer else None
+    skipped = json.loads(meta.get("skipped_counts") or "{}")
     if own is not None and own.state == "indexing":
         state, phase, done, total, skipped = "indexing", own.phase, own.files_done, own.files_total, own.skipped
+    elif writer is not None and writer.phase in ("walking", "indexing"):  # another process is scanning now
+        state, phase, done, total = "indexing", writer.phase, writer.files_done, writer.files_total
+    elif indexer is None and startup_error:
+        state, phase, done, total = "error", "", 0, 0
+    elif own.finished_at if own is not None else meta.get("last_scan"):  # a daemon waits for its own first scan
+        state, phase, done, total = "idle", "done", 0, 0
     else:
-        if meta.get("scan_state") == "indexing" and writer_pid is not None:
-            state, phase = "indexing", "indexing"  # another process is scanning now
-        elif indexer is None and startup_error:
-            state, phase = "error", ""
-        elif own.finished_at if own is not None else meta.get("last_scan"):  # a daemon waits for its own first scan
-            state, phase = "idle", "done"
-        else:
-            state, phase = "starting", ""
-        done, total = int(meta.get("scan_files_done") or 0), int(meta.get("scan_files_total") or 0)
-        skipped = json.loads(meta.get("skipped_counts") or "{}")
+        state, phase, done, total = "starting", "", 0, 0
+    if state == "idle" and own is not None:
+        done, total = own.files_done, own.files_total
     unsaved = indexer.unsaved_errors if indexer else 0
     if problem:
         last_error: str | None = problem
@@ -840,6 +931,7 @@ def read_status(config: ServerConfig, indexer: TextIndexer | None, startup_error
         last_error = indexer.last_error if indexer else None
     else:
         last_error = meta.get("last_error") or None
+    saved = max(int(meta.get("errors_encountered") or 0), indexer.saved_errors if indexer else 0)
     size = sum(p.stat().st_size for p in (db_path, Path(f"{db_path}-wal")) if p.exists())
     return {
         "source_directory": str(config.source_directory),
@@ -850,9 +942,9 @@ def read_status(config: ServerConfig, indexer: TextIndexer | None, startup_error
         "total_documents": counts["total_documents"],
         "index_size_mb": round(size / (1024 * 1024), 3),
         "last_scan": meta.get("last_scan"),
-        "errors_encountered": int(meta.get("errors_encountered") or 0) + unsaved + (1 if startup_error else 0),
+        "errors_encountered": saved + unsaved + (1 if startup_error else 0),
         "last_error": last_error,
         "skipped_files": skipped,
         "fallback_decoded_files": counts["fallback_decoded_files"],
-        "writer_pid": writer_pid,
+        "writer_pid": writer.pid if writer is not None else None,
     }

@@ -13,7 +13,9 @@ import argparse
 import json
 import logging
 import os
+import re
 import signal
+import sqlite3
 import sys
 import threading
 import time
@@ -37,6 +39,12 @@ COMMANDS = ("serve", "index", "search", "status")
 WRITER_RETRY_SECONDS = 30.0
 #: On exit, how long the rescan loop may take to finish the file it is writing (seconds).
 STOP_WAIT_SECONDS = 5.0
+#: Failures a tool reports as an error message: the daemon's own, and the file system's or
+#: SQLite's (an index directory deleted under the server, say), which would otherwise reach the
+#: client as a bare "Error executing tool".
+TOOL_ERRORS = (DocSearchError, OSError, sqlite3.Error)
+#: Signals that stop the server or an index run, closing the index first (its WAL truncated).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 SERVER_INSTRUCTIONS = """Full-text search over the user's local text files (notes, docs, source).
 Use `search` with keywords or a natural-language question; it returns at most one hit per file with
@@ -87,8 +95,28 @@ def config_flags(args: argparse.Namespace) -> dict[str, Any]:
     return {key: getattr(args, key) for key in keys if getattr(args, key, None) is not None}
 
 
+#: Control characters (C0, DEL, C1) and the bidirectional overrides: a file name or title holding
+#: them could move the cursor, retitle or clear the terminal, or make text read other than it is.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters shown as escapes, for a terminal."""
+    return _UNPRINTABLE.sub(lambda found: ascii(found.group())[1:-1], text)
+
+
+class _PrintableMessages(logging.Filter):
+    """Log messages (which name files of the source) as printable text."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = printable(record.getMessage()), None
+        return True
+
+
 def configure_logging(level: int) -> None:
-    logging.basicConfig(stream=sys.stderr, level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(_PrintableMessages())
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", handlers=[handler])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,13 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(config_flags(args), Path(args.config) if args.config else None)
     except ConfigError as exc:
-        print(f"main.py: config error: {exc}", file=sys.stderr)
+        print(printable(f"main.py: config error: {exc}"), file=sys.stderr)
         return 2
     handlers = {"serve": cmd_serve, "index": cmd_index, "search": cmd_search, "status": cmd_status}
     try:
         return handlers[args.command](config, args)
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as exc:
+        return 128 + getattr(exc, "signum", signal.SIGINT)
 
 
 def cmd_index(config: ServerConfig, args: argparse.Namespace) -> int:
@@ -117,9 +145,13 @@ def cmd_index(config: ServerConfig, args: argparse.Namespace) -> int:
         print(f"main.py: cannot open the index {config.db_path}: {exc}", file=sys.stderr)
         return 1
     indexer = TextIndexer(config, writer)
+    for number in STOP_SIGNALS:  # stop where the scan is (a transaction rolls back), then close
+        signal.signal(number, _interrupt)
     reporter = ProgressPrinter()
-    reply = indexer.scan(reporter)
-    writer.close()
+    try:
+        reply = indexer.scan(reporter)
+    finally:
+        writer.close()
     status = read_status(config, indexer)
     skipped = ", ".join(f"{reason} {count}" for reason, count in sorted(status["skipped_files"].items())) or "none"
     print(
@@ -129,8 +161,20 @@ def cmd_index(config: ServerConfig, args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     for error in reply["errors"]:
-        print(f"  error: {error}", file=sys.stderr)
+        print(f"  error: {printable(error)}", file=sys.stderr)
     return 0 if reply["success"] else 1
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop signal, raised where the main thread is, so that cleanup runs on the way out."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise Interrupted(signum)
 
 
 class ProgressPrinter:
@@ -153,14 +197,16 @@ def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
     try:
         reply = run_search(config.db_path, args.query, args.limit)
     except DocSearchError as exc:
-        print(f"main.py: {exc}{other_settings_hint(config)}", file=sys.stderr)
+        print(printable(f"main.py: {exc}{other_settings_hint(config)}"), file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(reply, ensure_ascii=False, indent=2))
         return 0
     for hit in reply["results"]:
-        print(f"{hit['path']}:{hit['line_start']}-{hit['line_end']}  [{hit['score']:.4g}]  {hit['title']}")
-        print(f"    {hit['snippet']}")
+        print(printable(f"{hit['path']}:{hit['line_start']}-{hit['line_end']}  [{hit['score']:.4g}]  {hit['title']}"))
+        print(f"    {printable(hit['snippet'])}")
+    for warning in reply["warnings"]:
+        print(f"note: {warning}", file=sys.stderr)
     print(f"{len(reply['results'])} of {reply['files_matched']} matching files", file=sys.stderr)
     return 0
 
@@ -187,7 +233,7 @@ def cmd_status(config: ServerConfig, args: argparse.Namespace) -> int:
         print(json.dumps(status, ensure_ascii=False, indent=2))
     else:
         for key, value in status.items():
-            print(f"{key}: {value}")
+            print(printable(f"{key}: {value}"))
     return 0
 
 
@@ -214,7 +260,7 @@ class Daemon:
             logger.info("another process (pid %s) is writing %s; serving searches from it meanwhile", pid or "?", self.config.db_path)
 
         try:
-            writer = IndexWriter(self.config.db_path, on_wait=waiting, stop=self.stopping)
+            writer = IndexWriter(self.config.db_path, on_wait=waiting, stop=self.stopping.is_set)
         except Cancelled:
             return
         except Exception as exc:  # noqa: BLE001 - the server must keep answering whatever happened
@@ -315,7 +361,7 @@ def build_server(daemon: Daemon) -> Any:
 
         try:
             return await run_cancellable(work)
-        except DocSearchError as exc:
+        except TOOL_ERRORS as exc:
             if isinstance(exc, IndexUnavailableError) and daemon.indexer is not None:
                 daemon.indexer.damage_suspected = True
             raise ToolError(str(exc)) from exc
@@ -341,11 +387,13 @@ def build_server(daemon: Daemon) -> Any:
 
         def work(cancelled: threading.Event) -> RefreshReply:
             indexer = daemon.wait_for_indexer(cancelled)
-            return indexer.refresh_file(filepath) if filepath is not None else indexer.scan(report)
+            if filepath is not None:
+                return indexer.refresh_file(filepath, cancelled.is_set)
+            return indexer.scan(report, cancelled.is_set)
 
         try:
             return await run_cancellable(work)
-        except DocSearchError as exc:
+        except TOOL_ERRORS as exc:
             raise ToolError(str(exc)) from exc
 
     return server
@@ -353,9 +401,8 @@ def build_server(daemon: Daemon) -> Any:
 
 def cmd_serve(config: ServerConfig, args: argparse.Namespace) -> int:
     daemon = Daemon(config)
-    stop_on = _stopper(daemon)
-    signal.signal(signal.SIGINT, stop_on)  # first: Ctrl-C must work from the start
-    signal.signal(signal.SIGTERM, stop_on)
+    for number in STOP_SIGNALS:  # first: Ctrl-C must work from the start
+        signal.signal(number, _stopper(daemon.close))
     server = build_server(daemon)
     daemon.start()
     if sys.stdin.isatty():
@@ -365,13 +412,13 @@ def cmd_serve(config: ServerConfig, args: argparse.Namespace) -> int:
     return 0
 
 
-def _stopper(daemon: Daemon) -> Callable[[int, object], None]:
+def _stopper(close: Callable[[], None]) -> Callable[[int, object], None]:
     def stop(signum: int, frame: object) -> None:
         # The SDK reads stdin on a worker thread that stays blocked in read() on a terminal, so a
         # cancelled event loop would wait for it forever: close the index and leave at once. The
         # index is crash-safe, so even a close that cannot finish in time loses nothing.
         logger.info("%s; stopping", signal.Signals(signum).name)
-        daemon.close()
+        close()
         logging.shutdown()
         os._exit(128 + signum)
 

@@ -17,6 +17,9 @@ from typing import NamedTuple
 from typing_extensions import TypedDict
 
 DB_SUFFIX = ".sqlite3"
+#: The layout of an index file (database.SCHEMA_VERSION). Part of the file's name, with the
+#: settings: two installs of different versions never take each other's index for a damaged one.
+INDEX_FORMAT = 3
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class ServerConfig:
             "included_extensions": sorted(self.included_extensions),
             "excluded_extensions": sorted(self.excluded_extensions),
             "max_file_size_bytes": self.max_file_size_bytes,
+            "index_format": INDEX_FORMAT,
         }
 
     @property
@@ -48,7 +52,8 @@ class ServerConfig:
         """The index file: ``<folder name>-<hash of the source path>-<hash of index_settings>``.
 
         Sources sharing an index directory never collide, and two servers on one source with
-        different settings each keep their own index instead of rewriting each other's.
+        different settings (or index formats) each keep their own index instead of rewriting
+        each other's.
         """
         source = str(self.source_directory)
         digest = hashlib.sha256(source.encode("utf-8", "surrogateescape")).hexdigest()[:16]

@@ -97,6 +97,11 @@ PARALLEL_SAMPLE = 32
 QUESTION_FREE_PARTS = 8
 QUESTION_MAX_COST = 1_000_000
 QUESTION_SAMPLE_FILES = 2000
+#: A phrase costs about the sections holding all of its words times its words: FTS5 reads each
+#: word's positions there to check their order. Past PHRASE_MAX_COST (over all phrases, compounds
+#: and excluded phrases, estimated like a question), the costliest are loosened (see fit_phrases):
+#: "the the the ..." holds only words found in nearly every section.
+PHRASE_MAX_COST = 300_000
 _MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"  # private-use markers, replaced by ** after locating lines
 HIGHLIGHT = "**"
 #: The file's own "**" (Markdown bold, Python's **kwargs) is shown escaped, so that a bare "**"
@@ -105,7 +110,9 @@ ESCAPED_HIGHLIGHT = r"\*\*"
 
 _WORD = re.compile(r"[^\W_]+")
 _SPACE = re.compile(r"\s")
-_QUERY_PART = re.compile(r'(-?)"([^"]*)"?|(-?)([^\s"]+)')
+#: A query's parts: a "phrase", opened at the start of a part and closed by the next quote (or the
+#: end), or a run of non-space characters. A quote inside a run (12" pizza) opens nothing.
+_QUERY_PART = re.compile(r'(?<!\S)(-?)"([^"]*)(?:"|$)|(-?)(\S+)')
 
 STOPWORDS = frozenset(
     """a about above after again against all am an and any are as at be because been before being below
@@ -120,15 +127,20 @@ STOPWORDS = frozenset(
 
 @dataclass
 class ParsedQuery:
-    """The searchable parts of a user's text. A term is a list of words: one word, or a compound
-    like ``e-mail`` that FTS5 indexed as adjacent words and so must match as a phrase."""
+    """The searchable parts of a user's text, as lists of the words FTS5 reads in them
+    (database.query_words). A term is one word, or a compound like ``e-mail`` that FTS5 indexed as
+    adjacent words and so must match as a phrase."""
 
     terms: list[list[str]] = field(default_factory=list)
     phrases: list[list[str]] = field(default_factory=list)
     prefixes: list[str] = field(default_factory=list)
+    #: Words and phrases whose files are left out, and prefixes (``-draft*``) likewise.
     excluded: list[list[str]] = field(default_factory=list)
+    excluded_prefixes: list[str] = field(default_factory=list)
     #: What of the text was not searched as typed, and why (see MAX_QUERY_CHARS and below it).
     warnings: list[str] = field(default_factory=list)
+    #: A query of stopwords only is searched as a phrase first, unless fit_phrases says it is costly.
+    stopword_phrase: bool = True
 
 
 def parse_query(text: str) -> ParsedQuery:
@@ -138,11 +150,13 @@ def parse_query(text: str) -> ParsedQuery:
     if len(text) > MAX_QUERY_CHARS:
         text = text[:MAX_QUERY_CHARS]
         parsed.warnings.append(f"only the first {MAX_QUERY_CHARS:,} characters of the query were read")
+    parts = list(_QUERY_PART.finditer(text))
+    raws = [match.group(4) if match.group(2) is None else match.group(2) for match in parts]
+    # Each part's words, and those of the character before a trailing "*": a prefix needs a letter there.
+    words_of = database.query_words([*raws, *(raw.rstrip("*")[-1:] for raw in raws)])
     budget = MAX_QUERY_TERMS
-    for match in _QUERY_PART.finditer(text):
-        quoted = match.group(2) is not None
-        raw = match.group(2) if quoted else match.group(4)
-        words = _words(raw)
+    for match, raw, words, before_star in zip(parts, raws, words_of, words_of[len(raws):]):
+        words = _searchable(words, parsed)
         if not words:
             continue
         if len(words) > MAX_PHRASE_WORDS:
@@ -154,33 +168,44 @@ def parse_query(text: str) -> ParsedQuery:
             if not words:
                 break
         budget -= len(words)
-        if match.group(1) or match.group(3):
-            parsed.excluded.append(words)
-        elif quoted:
-            parsed.phrases.append(words)
-        elif raw.endswith("*") and len(words) == 1 and raw.rstrip("*").endswith(words[0]):
-            _add_prefix(parsed, words[0])
+        quoted, excluded = match.group(2) is not None, bool(match.group(1) or match.group(3))
+        if not quoted and raw.endswith("*") and len(words) == 1 and before_star:
+            _add_prefix(parsed, words[0], excluded)
         else:
-            parsed.terms.append(words)
-    if not (parsed.terms or parsed.phrases or parsed.prefixes):
-        parsed.terms, parsed.excluded = parsed.excluded, []  # "-foo" alone: search for foo
+            _add_unique(parsed.excluded if excluded else parsed.phrases if quoted else parsed.terms, words, repeats=not quoted and not excluded)
+    if not (parsed.terms or parsed.phrases or parsed.prefixes):  # "-foo" alone: search for foo
+        parsed.terms, parsed.excluded = parsed.excluded, []
+        parsed.prefixes, parsed.excluded_prefixes = parsed.excluded_prefixes, []
     return parsed
 
 
-def _add_prefix(parsed: ParsedQuery, prefix: str) -> None:
+def _searchable(words: list[str], parsed: ParsedQuery) -> list[str]:
+    long = [word for word in words if len(word) > MAX_TERM_CHARS]
+    if long:
+        parsed.warnings.append(f"a word of {len(long[0]):,} characters was not searched: words are searched up to {MAX_TERM_CHARS}")
+    return [word for word in words if len(word) <= MAX_TERM_CHARS]
+
+
+def _add_unique(parts: list[list[str]], words: list[str], repeats: bool) -> None:
+    """Add a part; the same phrase or exclusion twice would only cost twice (a question's repeated
+    words count, see fit_question)."""
+    if repeats or words not in parts:
+        parts.append(words)
+
+
+def _add_prefix(parsed: ParsedQuery, prefix: str, excluded: bool) -> None:
     """A prefix* term, or the word itself if it is too short or the query has enough of them."""
+    taken = len(parsed.prefixes) + len(parsed.excluded_prefixes)
     if len(prefix) < MIN_PREFIX_CHARS:
         parsed.warnings.append(f"{prefix}* was searched as the word {prefix!r}: a prefix needs {MIN_PREFIX_CHARS} characters")
-    elif len(parsed.prefixes) >= MAX_PREFIXES:
+    elif taken >= MAX_PREFIXES:
         parsed.warnings.append(f"{prefix}* was searched as the word {prefix!r}: a query takes {MAX_PREFIXES} prefixes at most")
     else:
-        parsed.prefixes.append(prefix)
+        chosen = parsed.excluded_prefixes if excluded else parsed.prefixes
+        if prefix not in chosen:
+            chosen.append(prefix)
         return
-    parsed.terms.append([prefix])
-
-
-def _words(text: str) -> list[str]:
-    return [w for w in _WORD.findall(text) if len(w) <= MAX_TERM_CHARS]
+    _add_unique(parsed.excluded if excluded else parsed.terms, [prefix], repeats=not excluded)
 
 
 def _quote(words: list[str]) -> str:
@@ -203,10 +228,10 @@ class MatchPlan:
     #: deciding which rows match, so ranking and counting them are done in one pass.
     intersects: bool = False
     #: The quoted words, phrases and prefix* terms the user searched for: what snippets highlight.
-    #: A question's ``precise`` is these OR-ed (repeats included), then ``excluded``.
+    #: A question's ``precise`` is these OR-ed (repeats included).
     shown: tuple[str, ...] = ()
-    #: The " NOT (...)" that ends each expression, or "".
-    excluded: str = ""
+    #: What the -exclusions match, OR-ed: files holding it are left out (see search), or None.
+    excluded: str | None = None
     #: Sections a question matches, when fit_question estimated it.
     estimated_rows: int | None = None
 
@@ -223,30 +248,40 @@ def build_match(parsed: ParsedQuery) -> MatchPlan:
         # A question describes, it does not filter: its "phrases" and prefix* terms rank files
         # higher instead of being required, and a compound counts word by word ("two-dimensional"
         # as a phrase would give no credit for "two dimensions"). Its stopwords only add noise.
-        shown = [_quote([w]) for t in content for w in t if w.lower() not in STOPWORDS] + required
+        shown = [_quote([w]) for t in content for w in t if w not in STOPWORDS] + required
         precise, broad = f"({' OR '.join(shown)})", None
         intersects = False
     elif not content and len(terms) > MAX_AND_TERMS:
         # Only stopwords ("to be or not to be"): the exact phrase first, then all of the words.
-        distinct = list(dict.fromkeys(_quote(t) for t in terms))[:MAX_STOPWORD_TERMS]
-        shown = required + distinct
+        distinct = list(dict.fromkeys(_quote(t) for t in terms))
+        if len(distinct) > MAX_STOPWORD_TERMS:
+            parsed.warnings.append(f"a query of stopwords only requires its first {MAX_STOPWORD_TERMS} different words")
+        shown = required + distinct[:MAX_STOPWORD_TERMS]
         phrase = [w for t in terms for w in t]
         if len(phrase) > MAX_PHRASE_WORDS:
             parsed.warnings.append(f"a query of stopwords only was searched as the phrase of its first {MAX_PHRASE_WORDS} words")
-        precise = " AND ".join(required + [_quote(phrase[:MAX_PHRASE_WORDS])])
-        broad = " AND ".join(shown)
+        broad = f"({' AND '.join(shown)})"
+        precise = f"({' AND '.join(required + [_quote(phrase[:MAX_PHRASE_WORDS])])})" if parsed.stopword_phrase else broad
         intersects = True
     else:
-        chosen = content or terms
-        quoted = [_quote(t) for t in chosen]
+        chosen = list(dict.fromkeys(map(tuple, content or terms)))
+        quoted = [_quote(list(t)) for t in chosen]
         shown = required + quoted
-        precise = " AND ".join(shown)
-        broad = " AND ".join(required + [f"({' OR '.join(quoted)})"]) if len(quoted) > 1 else None
-        intersects = len(required) + len(chosen) > 1 or any(len(t) > 1 for t in chosen + parsed.phrases)
-    suffix = _exclusions(parsed)
-    return MatchPlan(
-        f"({precise}){suffix}", f"({broad}){suffix}" if broad else None, question, intersects, tuple(shown), suffix
-    )
+        precise = f"({' AND '.join(shown)})"
+        broad = f"({' AND '.join(required + [highlight_match(quoted)])})" if len(quoted) > 1 else None
+        intersects = len(required) + len(chosen) > 1 or any(len(t) > 1 for t in [*chosen, *map(tuple, parsed.phrases)])
+    excluded = [_quote(words) for words in parsed.excluded] + [_quote([p]) + "*" for p in parsed.excluded_prefixes]
+    return MatchPlan(precise, broad, question, intersects, tuple(shown), highlight_match(excluded) if excluded else None)
+
+
+def feedback_match(feedback: Sequence[str]) -> str:
+    """The feedback words OR-ed."""
+    return highlight_match([_quote([w]) for w in feedback])
+
+
+def highlight_match(shown: Sequence[str]) -> str:
+    """An FTS5 expression matching any of ``shown`` (quoted words, phrases and prefix* terms)."""
+    return f"({' OR '.join(shown)})"
 
 
 def fit_question(conn: sqlite3.Connection, plan: MatchPlan) -> tuple[MatchPlan, list[str]]:
@@ -274,23 +309,8 @@ def fit_question(conn: sqlite3.Connection, plan: MatchPlan) -> tuple[MatchPlan, 
         notes.append(f"these words are in too many sections to rank them all quickly and were left out: {names}")
     if not notes:
         return replace(plan, estimated_rows=union), []
-    precise = f"{highlight_match(parts)}{plan.excluded}"
+    precise = highlight_match(parts)
     return replace(plan, precise=precise, shown=tuple(parts), estimated_rows=min(union, sum(rows[w] for w in kept))), notes
-
-
-def feedback_match(parsed: ParsedQuery, feedback: Sequence[str]) -> str:
-    """The feedback words OR-ed, with the question's exclusions."""
-    return f"({' OR '.join(_quote([w]) for w in feedback)}){_exclusions(parsed)}"
-
-
-def highlight_match(shown: Sequence[str]) -> str:
-    """An FTS5 expression matching any of ``shown`` (quoted words, phrases and prefix* terms)."""
-    return f"({' OR '.join(shown)})"
-
-
-def _exclusions(parsed: ParsedQuery) -> str:
-    excluded = " OR ".join(_quote(p) for p in parsed.excluded)
-    return f" NOT ({excluded})" if excluded else ""
 
 
 def search(
@@ -305,9 +325,9 @@ def search(
         raise QueryError(query, f"limit must be a whole number from 1 to {MAX_LIMIT}, got {limit!r}")
     parsed = parse_query(query)
     try:
-        plan = build_match(parsed)
+        build_match(parsed)
     except QueryError:
-        raise QueryError(query, "the query has no words to search for (only punctuation, symbols or operators)") from None
+        raise QueryError(query, _nothing_to_search(parsed)) from None
     deadline = time.monotonic() + SEARCH_TIME_LIMIT_SECONDS
 
     def should_stop() -> bool:
@@ -316,10 +336,10 @@ def search(
     conn = database.reader(db_path)
     try:
         with database.snapshot(conn), database.interruptible(conn, should_stop):
-            plan, left_out = fit_question(conn, plan)
-            parsed.warnings.extend(left_out)
-            ranked, feedback, files_matched = rank(db_path, conn, parsed, plan, limit, should_stop)
-            sections = database.load_sections(conn, [rowid for rowid, _ in ranked])
+            plan = plan_within_bounds(conn, parsed)
+            excluded = database.matching_files(conn, plan.excluded) if plan.excluded else database.NO_FILES
+            ranked, feedback, files_matched = rank(Searching(db_path, conn, should_stop, excluded), parsed, plan, limit)
+            sections = {rowid: showable(section) for rowid, section in database.load_sections(conn, [rowid for rowid, _ in ranked]).items()}
             # Snippets highlight the user's own words; a file found only by feedback words is shown
             # with those.
             snippet_text = _snippets(conn, [plan.shown, [_quote([w]) for w in feedback]], sections)
@@ -343,6 +363,57 @@ def search(
     }
 
 
+def _nothing_to_search(parsed: ParsedQuery) -> str:
+    if parsed.warnings:
+        return f"nothing was left to search for: {'; '.join(parsed.warnings)}"
+    return "the query has no words to search for (only punctuation, symbols or operators)"
+
+
+def plan_within_bounds(conn: sqlite3.Connection, parsed: ParsedQuery) -> MatchPlan:
+    """The query's plan, after its costly phrases are loosened and a costly question is fitted;
+    what was changed is added to the query's warnings."""
+    fit_phrases(conn, parsed)
+    plan, notes = fit_question(conn, build_match(parsed))
+    parsed.warnings.extend(notes)
+    return plan
+
+
+def fit_phrases(conn: sqlite3.Connection, parsed: ParsedQuery) -> None:
+    """Loosen the phrases (quoted, compounds, excluded, or a query of stopwords only searched as
+    one) whose words are together in so many sections that checking their order would be slow (see
+    PHRASE_MAX_COST), costliest first: a phrase is searched as its rarest word, an excluded one is
+    not applied, a query of stopwords only skips its phrase."""
+    groups: list[tuple[str, int, list[str]]] = [
+        (kind, number, words)
+        for kind, parts in (("phrase", parsed.phrases), ("term", parsed.terms), ("excluded", parsed.excluded))
+        for number, words in enumerate(parts) if len(words) > 1
+    ]
+    if parsed.terms and all(_is_stopword(t) for t in parsed.terms) and len(parsed.terms) > MAX_AND_TERMS:
+        groups.append(("stopwords", 0, [w for t in parsed.terms for w in t][:MAX_PHRASE_WORDS]))
+    if not groups:
+        return
+    words = list(dict.fromkeys(w for _, _, group in groups for w in group))
+    together = [" AND ".join(_quote([w]) for w in dict.fromkeys(group)) for _, _, group in groups]
+    estimates = database.estimated_rows_each(conn, [*together, *(_quote([w]) for w in words)], QUESTION_SAMPLE_FILES)
+    rows_of = dict(zip(words, estimates[len(groups):]))
+    costs = [rows * len(group) for rows, (_, _, group) in zip(estimates, groups)]
+    while sum(costs) > PHRASE_MAX_COST:
+        costliest = max(range(len(groups)), key=costs.__getitem__)
+        costs[costliest] = 0
+        kind, number, group = groups[costliest]
+        shown, rarest = " ".join(group), min(group, key=rows_of.__getitem__)
+        if kind == "excluded":
+            parsed.excluded[number] = []
+            parsed.warnings.append(f'-"{shown}" was not applied: its words are in too many sections to match them in order quickly')
+        elif kind == "stopwords":
+            parsed.stopword_phrase = False
+            parsed.warnings.append("a query of stopwords only was not searched as a phrase: its words are in too many sections")
+        else:
+            (parsed.phrases if kind == "phrase" else parsed.terms)[number] = [rarest]
+            parsed.warnings.append(f'"{shown}" was searched as its rarest word {rarest!r}: its words are in too many sections to match them in order quickly')
+    parsed.excluded = [words for words in parsed.excluded if words]
+
+
 def _within_reply_budget(results: list[SearchHit]) -> int:
     """How many of ``results`` fit in MAX_REPLY_CHARS (at least one)."""
     used = 0
@@ -358,62 +429,60 @@ Ranking = tuple[list[tuple[int, float]], list[str], int]
 StopCheck = Callable[[], bool] | None
 
 
-def rank(db_path: Path, conn: sqlite3.Connection, parsed: ParsedQuery, plan: MatchPlan, limit: int, should_stop: StopCheck = None) -> Ranking:
-    """The best section of each of the top ``limit`` files, inside the caller's snapshot of ``conn``."""
-    if plan.question:
-        return _rank_question(db_path, conn, parsed, plan, limit, should_stop)
-    return _rank_keywords(db_path, conn, plan, limit, should_stop)
+@dataclass(frozen=True)
+class Searching:
+    """What the steps of one search share: the index, the caller's connection (inside the search's
+    snapshot), when to stop, and the files the -exclusions leave out (database.matching_files)."""
+
+    db_path: Path
+    conn: sqlite3.Connection
+    should_stop: StopCheck = None
+    excluded: str = database.NO_FILES
 
 
-def _rank_keywords(db_path: Path, conn: sqlite3.Connection, plan: MatchPlan, limit: int, should_stop: StopCheck) -> Ranking:
-    best, files_matched = _best_files(db_path, conn, plan.precise, limit, should_stop, one_pass=plan.intersects)
+def rank(run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: int) -> Ranking:
+    """The best section of each of the top ``limit`` files, inside the caller's snapshot."""
+    return _rank_question(run, parsed, plan, limit) if plan.question else _rank_keywords(run, plan, limit)
+
+
+def _rank_keywords(run: Searching, plan: MatchPlan, limit: int) -> Ranking:
+    best, files_matched = _best_files(run, plan.precise, limit, one_pass=plan.intersects)
     ranked = [(rowid, -bm25) for rowid, bm25 in best]
     if plan.broad and len(ranked) < limit:
         seen = {database.file_id_of(rowid) for rowid, _ in ranked}
         floor = min((score for _, score in ranked), default=1.0)
-        broad, files_matched = _best_files(db_path, conn, plan.broad, limit + len(ranked), should_stop, one_pass=False)
+        broad, files_matched = _best_files(run, plan.broad, limit + len(ranked), one_pass=False)
         extra = [(rowid, -bm25) for rowid, bm25 in broad if database.file_id_of(rowid) not in seen][: limit - len(ranked)]
         top = max((score for _, score in extra), default=1.0) or 1.0
         ranked += [(rowid, floor * 0.9 * score / top) for rowid, score in extra]
     return ranked, [], files_matched
 
 
-def _rank_question(
-    db_path: Path, conn: sqlite3.Connection, parsed: ParsedQuery, plan: MatchPlan, limit: int, should_stop: StopCheck
-) -> Ranking:
+def _rank_question(run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: int) -> Ranking:
     """bm25 over the question's words; then, if few enough files matched, with feedback words too.
 
     The question is scored once into a temporary table; the feedback pass reads only the feedback
     words' doclists and adds their scores (see database.best_with_feedback)."""
 
     def count_in_span(part: sqlite3.Connection, span: database.Span) -> int:
-        return database.count_matching_files(part, plan.precise, span)
+        return database.count_matching_files(part, plan.precise, span, run.excluded)
 
-    files_matched = sum(_over_parts(db_path, conn, plan.precise, count_in_span, should_stop, plan.estimated_rows))
+    files_matched = sum(_over_parts(run, plan.precise, count_in_span, plan.estimated_rows))
     if files_matched > FEEDBACK_MAX_FILES:
-        ranked, _ = _best_files(
-            db_path, conn, plan.precise, limit, should_stop, one_pass=False, count=False, estimated_rows=plan.estimated_rows
-        )
+        ranked, _ = _best_files(run, plan.precise, limit, one_pass=False, count=False, estimated_rows=plan.estimated_rows)
         return [(rowid, -bm25) for rowid, bm25 in ranked], [], files_matched
-    database.score_question(conn, plan.precise, COLUMN_WEIGHTS)
+    conn = run.conn
+    database.score_question(conn, plan.precise, COLUMN_WEIGHTS, run.excluded)
     first = database.best_question_hits(conn, max(limit, FEEDBACK_FILES))
     feedback = feedback_words(conn, first[:FEEDBACK_FILES], parsed)
     if not feedback:
         return [(rowid, -bm25) for rowid, bm25 in first[:limit]], [], files_matched
-    ranked = database.best_with_feedback(conn, feedback_match(parsed, feedback), COLUMN_WEIGHTS, QUESTION_WEIGHT, limit)
+    ranked = database.best_with_feedback(conn, feedback_match(feedback), COLUMN_WEIGHTS, QUESTION_WEIGHT, limit, run.excluded)
     return [(rowid, -bm25) for rowid, bm25 in ranked], feedback, files_matched
 
 
 def _best_files(
-    db_path: Path,
-    conn: sqlite3.Connection,
-    match: str,
-    limit: int,
-    should_stop: StopCheck,
-    *,
-    one_pass: bool,
-    count: bool = True,
-    estimated_rows: int | None = None,
+    run: Searching, match: str, limit: int, *, one_pass: bool, count: bool = True, estimated_rows: int | None = None
 ) -> tuple[list[tuple[int, float]], int]:
     """The best section of each of the top ``limit`` files [(rowid, bm25)], best first, and how
     many files match (if ``count``, else at least how many were returned). ``one_pass``: rank by
@@ -421,12 +490,13 @@ def _best_files(
 
     def in_span(part: sqlite3.Connection, span: database.Span) -> tuple[list[tuple[int, float]], int]:
         if one_pass:
-            rows = database.best_section_of_every_file(part, match, COLUMN_WEIGHTS, limit, span)
+            rows = database.best_section_of_every_file(part, match, COLUMN_WEIGHTS, limit, span, run.excluded)
             return [(rowid, bm25) for rowid, bm25, _ in rows], rows[0][2] if rows else 0
-        best = database.best_section_per_file(part, match, COLUMN_WEIGHTS, limit, span)
-        return best, database.count_matching_files(part, match, span) if count and len(best) >= limit else len(best)
+        best = database.best_section_per_file(part, match, COLUMN_WEIGHTS, limit, span, run.excluded)
+        counted = database.count_matching_files(part, match, span, run.excluded) if count and len(best) >= limit else len(best)
+        return best, counted
 
-    parts = _over_parts(db_path, conn, match, in_span, should_stop, estimated_rows)
+    parts = _over_parts(run, match, in_span, estimated_rows)
     merged = sorted((hit for best, _ in parts for hit in best), key=lambda hit: (hit[1], hit[0]))
     return merged[:limit], sum(count for _, count in parts)
 
@@ -437,22 +507,19 @@ _pool_lock = threading.Lock()
 
 
 def _over_parts(
-    db_path: Path,
-    conn: sqlite3.Connection,
-    match: str,
-    work: Callable[[sqlite3.Connection, database.Span], _T],
-    should_stop: StopCheck = None,
-    estimated_rows: int | None = None,
+    run: Searching, match: str, work: Callable[[sqlite3.Connection, database.Span], _T], estimated_rows: int | None = None
 ) -> list[_T]:
     """``work(connection, span)`` for each span of the index at once if ``match`` matches many
     sections (see PARALLEL_MIN_ROWS; ``estimated_rows`` if the caller knows, else a sample says),
     else for the whole index.
 
-    ``conn`` is inside the caller's snapshot; the other spans run on other threads' connections, in
-    their own read transactions. If any of them sees another generation of the index (a write landed
-    in between, or the file was replaced) or cannot open it, their answers are dropped and the whole
-    index is ranked on ``conn`` instead. An index with no generation yet is never split.
+    ``run.conn`` is inside the caller's snapshot; the other spans run on other threads'
+    connections, in their own read transactions. If any of them sees another generation of the
+    index (a write landed in between, or the file was replaced) or cannot open it, their answers are
+    dropped and the whole index is ranked on ``run.conn`` instead. An index with no generation yet
+    is never split.
     """
+    conn = run.conn
     # A prefix* term gathers all its words' doclists before the first row, in each part again, and
     # as much for a sample as for the whole: such a query is ranked on one connection, unless the
     # caller's estimate (of its other words) says they cost more than the prefix.
@@ -462,7 +529,7 @@ def _over_parts(
     if estimated_rows is None and seen is not None:
         estimated_rows = database.estimated_matching_rows(conn, match, PARALLEL_SAMPLE)
     if seen is not None and (estimated_rows or 0) >= PARALLEL_MIN_ROWS:
-        futures = [_parts_pool().submit(_work_in_span, db_path, seen, work, span, should_stop) for span in spans[1:]]
+        futures = [_parts_pool().submit(_work_in_span, run, seen, work, span) for span in spans[1:]]
         results = [work(conn, spans[0])] + [future.result() for future in futures]
         if all(result is not _OTHER_GENERATION for result in results):
             return results
@@ -473,20 +540,20 @@ _OTHER_GENERATION = object()
 
 
 def _work_in_span(
-    db_path: Path, expected: str, work: Callable[[sqlite3.Connection, database.Span], _T], span: database.Span, should_stop: StopCheck
+    run: Searching, expected: str, work: Callable[[sqlite3.Connection, database.Span], _T], span: database.Span
 ) -> _T | object:
     try:
-        conn = database.reader(db_path)
+        conn = database.reader(run.db_path)
     except IndexUnavailableError:  # deleted or replaced since the caller's snapshot began
         return _OTHER_GENERATION
     try:
-        with database.snapshot(conn), database.interruptible(conn, should_stop):
+        with database.snapshot(conn), database.interruptible(conn, run.should_stop):
             if database.generation(conn) != expected:
                 return _OTHER_GENERATION
             return work(conn, span)
     except sqlite3.Error as exc:
         if not database.is_interruption(exc):
-            database.drop_reader(db_path)
+            database.drop_reader(run.db_path)
         raise
 
 
@@ -499,10 +566,12 @@ def _parts_pool() -> ThreadPoolExecutor:
 
 
 def feedback_words(conn: sqlite3.Connection, top: list[tuple[int, float]], parsed: ParsedQuery) -> list[str]:
-    """The words most shared by the ``top`` sections, not already in the query, best first."""
+    """The words most shared by the ``top`` sections, not already in the query, best first. Only
+    words that FTS5 reads as one word of the same spelling are taken (database.query_words), so a
+    feedback word is never a phrase in disguise."""
     if len(top) < FEEDBACK_MIN_FILES:
         return []
-    known = {w.lower() for t in parsed.terms + parsed.phrases + parsed.excluded for w in t} | {p.lower() for p in parsed.prefixes}
+    known = {w for t in parsed.terms + parsed.phrases + parsed.excluded for w in t} | set(parsed.prefixes)
     files_with: Counter[str] = Counter()
     for section in database.load_sections(conn, [rowid for rowid, _ in top]).values():
         words = (w.lower() for w in _words(section["body"]))
@@ -510,7 +579,14 @@ def feedback_words(conn: sqlite3.Connection, top: list[tuple[int, float]], parse
         files_with.update(dict.fromkeys(
             w for w in words if len(w) >= FEEDBACK_MIN_CHARS and not w.isdigit() and w not in STOPWORDS and w not in known
         ).keys())
-    return [w for w, n in files_with.most_common(FEEDBACK_WORDS) if n >= FEEDBACK_MIN_FILES]
+    candidates = [w for w, n in files_with.most_common(FEEDBACK_WORDS * 2) if n >= FEEDBACK_MIN_FILES]
+    as_read = database.query_words(candidates)
+    return [w for w, read in zip(candidates, as_read) if read == [w]][:FEEDBACK_WORDS]
+
+
+def _words(text: str) -> list[str]:
+    """Words by Python's notion of a letter: a quick first pass over section text (feedback_words)."""
+    return [w for w in _WORD.findall(text) if len(w) <= MAX_TERM_CHARS]
 
 
 def _snippets(conn: sqlite3.Connection, highlights: Sequence[Sequence[str]], sections: dict[int, dict]) -> dict[int, str]:
@@ -590,10 +666,22 @@ def snippet_window(body: str, words: Sequence[str]) -> tuple[int, int]:
     return start, end
 
 
+#: Characters a reply shows as U+FFFD: controls (but tab and line ends), which JSON would spell out
+#: six times longer and which mean nothing to a reader, and the private-use characters that mark
+#: matches here, so that a file's own copy of them never reads as a match. One for one: offsets hold.
+_UNSHOWABLE = dict.fromkeys([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0), ord(_MARK_OPEN), ord(_MARK_CLOSE)], "\ufffd")
+
+
+def showable(section: dict[str, object]) -> dict[str, object]:
+    """A loaded section with its text, heading and title as a reply may show them (_UNSHOWABLE)."""
+    return {key: value.translate(_UNSHOWABLE) if key in ("body", "title", "heading") else value for key, value in section.items()}
+
+
 def _hit(section: dict, snippet: str, score: float) -> SearchHit:
     body: str = section["body"]
     start, end = _snippet_lines(body, snippet, section["start_line"], section["end_line"])
-    text = bounded_snippet(" ".join(snippet.split())).replace(HIGHLIGHT, ESCAPED_HIGHLIGHT)
+    # The file's own "**" is escaped before the cut, so the cut bounds what is shown.
+    text = bounded_snippet(" ".join(snippet.split()).replace(HIGHLIGHT, ESCAPED_HIGHLIGHT))
     text = text.replace(_MARK_OPEN, HIGHLIGHT).replace(_MARK_CLOSE, HIGHLIGHT)
     modified = datetime.fromtimestamp(section["mtime_ns"] / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
     return {

@@ -76,7 +76,7 @@ def main() -> None:
             conn.close()
             return time.process_time() - start
 
-        fts = f"CREATE VIRTUAL TABLE f USING fts5(title, heading, body, content='', tokenize='{database.TOKENIZER}')"
+        fts = f"CREATE VIRTUAL TABLE f USING fts5(title, heading, body, content='', tokenize=\"{database.TOKENIZER}\")"
         stages["fts insert, section rows"] = write("sections.db", fts, lambda c, n, text, title, sections, bodies: c.executemany(
             "INSERT INTO f (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
             [(database.section_id(n, i), title, s.heading, s.body) for i, s in enumerate(sections)]))

@@ -61,7 +61,7 @@ def build_plain(source: Path, db: Path) -> sqlite3.Connection:
     """A plain FTS5 table (with its content) of every file under ``source``."""
     conn = sqlite3.connect(db)
     if not conn.execute("SELECT name FROM sqlite_master WHERE name = 'plain'").fetchone():
-        conn.execute(f"CREATE VIRTUAL TABLE plain USING fts5(body, tokenize='{TOKENIZER}')")
+        conn.execute(f"CREATE VIRTUAL TABLE plain USING fts5(body, tokenize=\"{TOKENIZER}\")")
         with conn:
             conn.executemany("INSERT INTO plain (body) VALUES (?)", ((p.read_text(encoding="utf-8"),) for p in source.rglob("*.txt")))
         conn.execute("INSERT INTO plain (plain) VALUES ('optimize')")

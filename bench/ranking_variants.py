@@ -79,7 +79,7 @@ def plain_ranker(collection: Path, index_dir: Path, unique: bool) -> relevance.R
     db = index_dir / f"plain-{collection.name}.sqlite3"
     conn = sqlite3.connect(db)
     if not conn.execute("SELECT name FROM sqlite_master WHERE name = 'plain'").fetchone():
-        conn.execute(f"CREATE VIRTUAL TABLE plain USING fts5(body, tokenize='{TOKENIZER}')")
+        conn.execute(f"CREATE VIRTUAL TABLE plain USING fts5(body, tokenize=\"{TOKENIZER}\")")
         with conn:
             conn.executemany(
                 "INSERT INTO plain (rowid, body) VALUES (?, ?)",

@@ -32,7 +32,7 @@ EXTERNAL = f"""
 CREATE VIEW IF NOT EXISTS section_text AS SELECT s.id AS id, f.title AS title, s.heading AS heading,
     decompress(s.body) AS body FROM sections AS s JOIN files AS f ON f.id = s.id >> {database.SECTION_BITS};
 CREATE VIRTUAL TABLE IF NOT EXISTS ext_fts USING fts5(title, heading, body, content='section_text',
-    content_rowid='id', tokenize='{database.TOKENIZER}');
+    content_rowid='id', tokenize="{database.TOKENIZER}");
 """
 
 
@@ -65,7 +65,7 @@ def main() -> None:
         parsed = search.parse_query(spec["query"])
         plan = search.build_match(parsed)
         with database.snapshot(conn):
-            ranking = search.rank(copy, conn, parsed, plan, 10)
+            ranking = search.rank(search.Searching(copy, conn), parsed, plan, 10)
         times = time_routes(conn, plan.precise, [rowid for rowid, _ in ranking[0]], args.repeat)
         print(f"{name:<12}" + "".join(f"{t:>{w}.2f}" for t, w in zip(times, (8, 9, 8, 7), strict=True)))
 

@@ -79,6 +79,16 @@ def costly_queries(corpus: Path) -> dict[str, str]:
         "mix: 4 prefixes, a 12-word phrase, 48 words": " ".join(
             [p + "*" for p in prefixes] + [f'"{common_phrase}"'] + content[: terms - len(prefixes) - phrase_words]
         ),
+        "phrases: 5 x 12 times the commonest word": " ".join(f'"{" ".join([by_df[0]] * phrase_words)}"' for _ in range(phrases)),
+        "phrases: 5 different x 12 times common words": " ".join(
+            f'"{" ".join([by_df[k]] * phrase_words)}"' for k in range(phrases)
+        ),
+        "exclusions: 4 words, 5 phrases of the commonest word": " ".join(
+            content[50:54] + [f'-"{" ".join([by_df[k], by_df[0]] * (phrase_words // 2))}"' for k in range(phrases)]
+        ),
+        "glued: 2 phrases of 50 words joined by U+19B0": " ".join(
+            f'"{chr(0x19B0).join([by_df[k]] * 50)}"' for k in range(2)
+        ),
         "issue: phrase 'a b ' x 250,000": '"' + "a b " * 250_000 + '"',
         "issue: 'the-a' x 2,500": "-".join(["the", "a"] * 2500),
     }

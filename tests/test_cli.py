@@ -81,3 +81,17 @@ def test_serve_stops_on_ctrl_c_while_its_client_stays_connected(source: Path, tm
         proc.kill()
         proc.communicate()  # stdin is still open: the server must not wait for it to close
     assert code == 130
+
+
+def test_names_and_text_from_files_cannot_drive_the_terminal(source: Path, tmp_path: Path) -> None:
+    escape = "\x1b]0;OWNED\x07\x1b[2J"
+    write(source, f"{escape}evil\u202e.md", f"# Title {escape}\n\nzqmarkerqz {escape} text\n")
+    idx = ["--source", str(source), "--index-dir", str(tmp_path / "idx")]
+    indexed = run("index", *idx)
+    found = run("search", "zqmarkerqz", *idx)
+    status = run("status", *idx)
+    for output in (indexed.stderr, found.stdout, found.stderr, status.stdout):
+        assert "\x1b" not in output and "\x07" not in output and "\u202e" not in output, output
+    assert "\\x1b]0;OWNED" in found.stdout and "\\u202e" in found.stdout
+    reply = json.loads(run("search", "zqmarkerqz", *idx, "--json").stdout)  # JSON keeps the real name
+    assert reply["results"][0]["path"] == f"{escape}evil\u202e.md"

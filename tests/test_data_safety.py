@@ -8,18 +8,30 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 import indexer as indexer_module
-from database import IndexWriter
+from database import IndexWriter, WriterLock, lock_path
+from exceptions import Cancelled
 from indexer import RACY_WINDOW_NS, TextIndexer, read_status
 from models import ScanProgress, ServerConfig
-from reliability_helpers import MAIN_PY, RelCorpus, RelStdioServer, rel_db_path, rel_run_main, rel_token, rel_unprivileged
+from reliability_helpers import (
+    MAIN_PY,
+    RelCorpus,
+    RelStdioServer,
+    rel_db_path,
+    rel_integrity,
+    rel_run_main,
+    rel_token,
+    rel_unprivileged,
+)
 from search import search
 from tests.conftest import write
 
@@ -118,7 +130,7 @@ def test_an_indexed_file_that_becomes_unreadable_is_kept_not_dropped(tmp_path: P
     assert found(rel_db_path(source, index_dir), "kumquat") == ["diary.md"]
 
 
-def test_a_source_replaced_by_a_file_or_by_another_empty_folder_keeps_the_index(indexer: TextIndexer, config: ServerConfig, source: Path, tmp_path: Path) -> None:
+def test_a_source_replaced_by_a_file_or_by_another_folder_keeps_the_index(indexer: TextIndexer, config: ServerConfig, source: Path, tmp_path: Path) -> None:
     tokens = notes(source, 10)
     assert indexer.scan()["success"]
     parked = tmp_path / "parked"
@@ -128,16 +140,19 @@ def test_a_source_replaced_by_a_file_or_by_another_empty_folder_keeps_the_index(
     assert reply["success"] is False and "cannot list it" in reply["errors"][0], reply
     source.unlink()
     source.mkdir()  # an empty mount point: the drive is not mounted
-    reply = indexer.scan()
-    assert reply["success"] is False and "an empty folder other than the one indexed" in reply["errors"][0], reply
+    for stray in ("", ".gitkeep", "README.pdf", "other.md"):  # whatever it holds, none of the indexed files
+        if stray:
+            write(source, stray, "stray\n")
+        reply = indexer.scan()
+        assert reply["success"] is False and "holding none of the 10 indexed files" in reply["errors"][0], reply
     assert read_status(config, indexer)["indexed_files"] == 10
     assert found(config.db_path, tokens[3]) == ["n3.md"]
-    write(source, "fresh.md", "a new start\n")  # a folder with files in it is taken as it is
+    shutil.rmtree(source)
+    parked.rename(source)  # the drive is back
+    write(source, "n3.md", "edited while away\n")
     reply = indexer.scan()
-    assert reply["success"] and reply["files_removed"] == 10 and reply["files_processed"] == 1, reply
-    source.rename(tmp_path / "replaced")
-    parked.rename(source)
-    assert indexer.scan()["files_processed"] == 10  # the original comes back: read again
+    assert reply["success"] and reply["files_processed"] == 1 and reply["files_removed"] == 0, reply
+    assert found(config.db_path, "edited") == ["n3.md"]
 
 
 def test_deleting_every_file_in_the_same_folder_empties_the_index(indexer: TextIndexer, config: ServerConfig, source: Path) -> None:
@@ -278,3 +293,229 @@ def test_status_of_a_process_waiting_for_its_first_scan_says_starting(config: Se
     assert read_status(config, second)["state"] == "starting"
     assert read_status(config, None)["state"] == "idle"
     writer.close()
+
+
+# ---- the source changing under a scan -------------------------------------------------------------
+
+
+def swap_source(source: Path, parked: Path) -> None:
+    source.rename(parked)
+    source.mkdir()
+
+
+@pytest.mark.parametrize("when", ["after the walk", "between batches"])
+def test_a_source_swapped_during_a_scan_loses_nothing(indexer: TextIndexer, config: ServerConfig, source: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch, when: str) -> None:
+    tokens = notes(source, 30)
+    assert indexer.scan()["success"]
+    for n in range(20):
+        write(source, f"n{n}.md", f"# Note {n}\n\nzqeditedqz {n}\n")
+    monkeypatch.setattr(indexer_module, "BATCH_FILES", 5)
+    calls = []
+
+    def swap_once(progress: ScanProgress) -> None:
+        calls.append(progress.files_done)
+        if len(calls) == (1 if when == "after the walk" else 2):
+            swap_source(source, tmp_path / "parked")
+
+    reply = indexer.scan(swap_once)
+    assert reply["success"] is False and "replaced or unmounted during the scan" in reply["errors"][0], reply
+    assert read_status(config, indexer)["indexed_files"] == 30, "files that vanished with the source were removed"
+    assert all(found(config.db_path, token) for token in tokens[20:])
+    edited = len(found(config.db_path, "zqeditedqz"))
+    assert edited == (0 if when == "after the walk" else 5), "only the batch written before the swap is kept"
+
+
+def test_a_file_deleted_before_it_is_read_again_counts_as_removed(indexer: TextIndexer, source: Path) -> None:
+    notes(source, 3)
+    indexer.scan()
+    write(source, "n1.md", "changed\n")
+    reply = indexer.scan(after_walk(lambda: (source / "n1.md").unlink()))
+    assert reply["success"] and reply["files_removed"] == 1, reply
+
+
+def after_walk(action):
+    done = []
+
+    def callback(progress: ScanProgress) -> None:
+        if not done:
+            done.append(True)
+            action()
+
+    return callback
+
+
+def test_an_unmounted_drive_inside_the_source_keeps_its_files(tmp_path: Path) -> None:
+    from reliability_helpers import rel_mount_tmpfs, rel_umount
+
+    source, index_dir = tmp_path / "notes", tmp_path / "idx"
+    drive = source / "drive"
+    if not rel_mount_tmpfs(drive, "4m"):
+        pytest.skip("needs root and a kernel that allows tmpfs mounts, to mount a real file system in the source")
+    try:
+        tokens = notes(source, 5, "drive/")
+        write(source, "local.md", "first local\n")
+        args = ("--source", str(source), "--index-dir", str(index_dir))
+        assert rel_run_main("index", *args).returncode == 0
+        rel_umount(drive)
+        write(source, "drive/.mountpoint", "")  # an unmounted drive's folder is seldom quite empty
+        write(source, "local.md", "second local\n")
+        done = rel_run_main("index", *args)
+        assert done.returncode == 0 and "drive/: unavailable" in done.stderr, done.stderr
+        status = status_of(source, index_dir)
+        assert status["indexed_files"] == 6 and status["skipped_files"].get("unavailable") == 1, status
+        assert status["last_error"].startswith("drive/: unavailable"), status
+        db = rel_db_path(source, index_dir)
+        assert [found(db, token) for token in tokens] == [[f"drive/n{n}.md"] for n in range(5)]
+        assert found(db, "second") == ["local.md"]
+        assert rel_run_main("index", *args).returncode == 0  # still away: still kept
+        assert status_of(source, index_dir)["indexed_files"] == 6
+    finally:
+        rel_umount(drive)
+
+
+# ---- the write lock, refreshes and status across processes ----------------------------------------
+
+
+def test_a_refresh_reads_the_file_once_it_holds_the_lock(indexer: TextIndexer, config: ServerConfig, source: Path) -> None:
+    write(source, "a.md", "zqfirstqz version\n")
+    indexer.scan()
+    other = WriterLock(lock_path(config.db_path))
+    reply: dict = {}
+    with other.held():  # another process writing
+        waiting = threading.Thread(target=lambda: reply.update(indexer.refresh_file("a.md")))
+        waiting.start()
+        waiting.join(0.5)
+        assert waiting.is_alive()
+        write(source, "a.md", "zqsecondqz version\n")  # written meanwhile: the refresh must not index the old text
+    waiting.join(30)
+    assert reply["success"] and found(config.db_path, "zqsecondqz") == ["a.md"] and found(config.db_path, "zqfirstqz") == []
+
+
+def test_refreshes_given_up_stop_waiting_and_queued_scans_are_answered_by_one(indexer: TextIndexer, config: ServerConfig,
+                                                                               source: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write(source, "a.md", "alpha\n")
+    indexer.scan()
+    scans = []
+    real_scan = indexer._scan
+    monkeypatch.setattr(indexer, "_scan", lambda on_progress: scans.append(1) or real_scan(on_progress))
+    other = WriterLock(lock_path(config.db_path))
+    with other.held():
+        with pytest.raises(Cancelled):
+            indexer.refresh_file("a.md", cancelled=lambda: True)
+        assert indexer.scan(cancelled=lambda: True)["success"] is False
+        replies: list[dict] = []
+        queued = [threading.Thread(target=lambda: replies.append(indexer.scan())) for _ in range(6)]
+        for thread in queued:
+            thread.start()
+        time.sleep(0.5)  # all six are waiting: one for the lock, five for the scan lock
+    for thread in queued:
+        thread.join(30)
+    assert len(replies) == 6 and all(reply["success"] for reply in replies)
+    assert len(scans) == 1, f"{len(scans)} scans ran for six requests made while none could start"
+
+
+def test_the_error_count_survives_an_index_file_deleted_under_the_writer(indexer: TextIndexer, config: ServerConfig, source: Path,
+                                                                          tmp_path: Path) -> None:
+    notes(source, 3)
+    indexer.scan()
+    source.rename(tmp_path / "away")
+    indexer.scan()
+    indexer.scan()
+    before = read_status(config, indexer)["errors_encountered"]
+    assert before >= 2
+    (tmp_path / "away").rename(source)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{config.db_path}{suffix}").unlink(missing_ok=True)
+    assert indexer.scan()["success"]
+    after = read_status(config, indexer)
+    assert after["indexed_files"] == 3 and after["errors_encountered"] > before, after
+
+
+def test_a_refresh_that_fixes_the_problem_clears_last_error(tmp_path: Path) -> None:
+    unprivileged = rel_unprivileged()
+    source, index_dir = tmp_path / "notes", tmp_path / "idx"
+    path = write(source, "diary.md", "kumquat entry\n")
+    path.chmod(0)
+    args = ("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0")
+    try:
+        with RelStdioServer(*args, prefix=unprivileged) as server:
+            status = server.wait_for_scan()
+            assert status["last_error"].startswith("diary.md: unreadable"), status
+            path.chmod(0o644)
+            assert server.call("refresh_index", {"filepath": "diary.md"})["structuredContent"]["success"]
+            assert server.status()["last_error"] is None
+            assert server.close() == 0
+    finally:
+        path.chmod(0o644)
+
+
+def test_status_sees_another_process_walking_and_its_progress(config: ServerConfig, source: Path) -> None:
+    write(source, "a.md", "alpha\n")
+    IndexWriter(config.db_path).close()
+    other = WriterLock(lock_path(config.db_path))
+    args = ("--source", str(source), "--index-dir", str(config.index_output_directory), "--json")
+    with other.held():
+        other.record("walking")
+        walking = json.loads(rel_run_main("status", *args).stdout)
+        other.record("indexing", 120, 500)
+        indexing = json.loads(rel_run_main("status", *args).stdout)
+    assert walking["state"] == "indexing" and walking["progress"]["phase"] == "walking", walking
+    assert walking["writer_pid"] == os.getpid()
+    assert indexing["progress"] == {"phase": "indexing", "files_done": 120, "files_total": 500}, indexing
+
+
+def test_a_deleted_lock_file_never_lets_two_processes_write_at_once(config: ServerConfig, source: Path) -> None:
+    write(source, "a.md", "alpha\n")
+    writer = IndexWriter(config.db_path)
+    args = ("--source", str(source), "--index-dir", str(config.index_output_directory))
+    lock_file = lock_path(config.db_path)
+    try:
+        with writer.write_lock.held():
+            lock_file.unlink()  # someone deletes it while this process holds it
+            other = rel_run_main("index", *args)  # locks a new file: this process is not writing now
+            assert other.returncode == 0 and "locked" not in other.stderr, other.stderr
+            with writer.transaction():  # the next write takes the new file's lock first
+                writer.set_meta("probe", "1")
+            waiting = subprocess.Popen([sys.executable, str(MAIN_PY), "index", *args], stderr=subprocess.PIPE, text=True)
+            assert "is writing this index; waiting" in waiting.stderr.readline()
+        _, err = waiting.communicate(timeout=60)
+        assert waiting.returncode == 0 and "locked" not in err, err
+    finally:
+        writer.close()
+
+
+def test_sigterm_during_an_index_run_closes_the_index_and_truncates_its_wal(tmp_path: Path) -> None:
+    source, index_dir = tmp_path / "notes", tmp_path / "idx"
+    source.mkdir()
+    corpus = RelCorpus(source, random.Random(5))
+    for _ in range(3000):
+        corpus.add(paragraphs=6)
+    proc = subprocess.Popen([sys.executable, str(MAIN_PY), "index", "--source", str(source), "--index-dir", str(index_dir)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while status_of(source, index_dir).get("progress", {}).get("files_done", 0) == 0:
+        assert proc.poll() is None and time.monotonic() < deadline, "the index finished before it could be stopped"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    assert wal_size(rel_db_path(source, index_dir)) == 0
+    assert rel_integrity(rel_db_path(source, index_dir)) == "ok"
+
+
+def test_an_index_directory_deleted_under_a_server_is_made_again(tmp_path: Path) -> None:
+    source, index_dir = tmp_path / "notes", tmp_path / "idx"
+    write(source, "a.md", "alpha words\n")
+    with RelStdioServer("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0") as server:
+        server.wait_for_scan()
+        shutil.rmtree(index_dir)
+        refreshed = server.call("refresh_index")
+        assert not refreshed["isError"] and refreshed["structuredContent"]["success"], refreshed
+        assert server.call("search", {"query": "alpha"})["structuredContent"]["results"]
+        assert stat_mode(index_dir) == 0o700
+        assert server.close() == 0
+        assert "Traceback" not in server.stderr, server.stderr
+
+
+def stat_mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777

@@ -6,20 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import random
-import shutil
 import socket
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from reliability_helpers import MAIN_PY, RelCorpus, rel_db_path, rel_run_main, rel_token
+from reliability_helpers import RelCorpus, rel_db_path, rel_run_main, rel_token, rel_unprivileged
 
 import database
 from database import IndexWriter
@@ -228,51 +224,28 @@ def test_files_growing_and_replaced_while_read_end_up_current(live) -> None:
 # ---- an unreadable file, honestly ---------------------------------------------------------------
 
 
-def test_unreadable_file_is_skipped_as_unreadable() -> None:
-    """Root reads a chmod 000 file anyway, so as root the index runs as `nobody` in a subprocess."""
-    as_root = os.geteuid() == 0
-    if as_root:
-        try:
-            nobody = pwd.getpwnam("nobody")
-        except KeyError:
-            pytest.skip("running as root, and there is no 'nobody' user to drop privileges to")
-    work = Path(tempfile.mkdtemp(prefix="rel-unreadable-", dir="/tmp"))  # tmp_path is 0700 root-only
+def test_unreadable_file_is_skipped_as_unreadable(tmp_path: Path) -> None:
+    """Root reads a chmod 000 file anyway, so the index runs without the capabilities that allow it."""
+    unprivileged = rel_unprivileged()
+    source, index_dir = tmp_path / "src", tmp_path / "idx"
+    source.mkdir()
+    (source / "open.md").write_text(f"readable {rel_token(1, 0)}\n")
+    (source / "closed.md").write_text(f"private {rel_token(2, 0)}\n")
+    (source / "closed.md").chmod(0)
+    (source / "shut").mkdir()
+    (source / "shut" / "inner.md").write_text(f"inner {rel_token(3, 0)}\n")
+    (source / "shut").chmod(0)
     try:
-        source, index_dir = work / "src", work / "idx"
-        source.mkdir()
-        index_dir.mkdir()
-        (source / "open.md").write_text(f"readable {rel_token(1, 0)}\n")
-        (source / "closed.md").write_text(f"private {rel_token(2, 0)}\n")
-        (source / "closed.md").chmod(0)
-        (source / "shut").mkdir()
-        (source / "shut" / "inner.md").write_text(f"inner {rel_token(3, 0)}\n")
-        (source / "shut").chmod(0)
-        for path in (work, source):
-            path.chmod(0o755)
-        command = [str(MAIN_PY), "index", "--source", str(source), "--index-dir", str(index_dir)]
-        if as_root:
-            os.chown(index_dir, nobody.pw_uid, nobody.pw_gid)
-            # The interpreter may live under root's 0700 home, so it starts as root, imports
-            # everything, then drops to nobody before the daemon touches the source.
-            drop_and_index = (
-                "import os, sys; sys.path.insert(0, sys.argv[1]); import main; main.parse_args(sys.argv[2:]); 'x'.encode('cp1252');"
-                f" os.setgroups([]); os.setgid({nobody.pw_gid}); os.setuid({nobody.pw_uid});"
-                " assert os.geteuid() != 0; sys.exit(main.main(sys.argv[2:]))"
-            )
-            command = ["-c", drop_and_index, str(MAIN_PY.parent), *command[1:]]
-        done = subprocess.run([sys.executable, *command], capture_output=True, text=True, timeout=HANG_TIMEOUT)
+        done = rel_run_main("index", "--source", str(source), "--index-dir", str(index_dir), prefix=unprivileged)
         assert "Permission denied" in done.stderr, done.stderr
-        db = rel_db_path(source, index_dir)
-        assert found(db, rel_token(1, 0)) == ["open.md"]
-        assert found(db, rel_token(2, 0)) == [] and found(db, rel_token(3, 0)) == []
-        assert skipped_by_path(db) == {"closed.md": "unreadable", "shut/": "unreadable"}
-        status = json.loads(rel_run_main("status", "--source", str(source), "--index-dir", str(index_dir), "--json").stdout)
-        assert status["skipped_files"].get("unreadable") == 2 and status["errors_encountered"] >= 2, status
     finally:
-        for path in (work / "src" / "shut",):
-            if path.exists():
-                path.chmod(0o755)
-        shutil.rmtree(work, ignore_errors=True)
+        (source / "shut").chmod(0o755)
+    db = rel_db_path(source, index_dir)
+    assert found(db, rel_token(1, 0)) == ["open.md"]
+    assert found(db, rel_token(2, 0)) == [] and found(db, rel_token(3, 0)) == []
+    assert skipped_by_path(db) == {"closed.md": "unreadable", "shut/": "unreadable"}
+    status = json.loads(rel_run_main("status", "--source", str(source), "--index-dir", str(index_dir), "--json").stdout)
+    assert status["skipped_files"].get("unreadable") == 2 and status["errors_encountered"] >= 2, status
 
 
 def test_source_directory_gone_for_a_while_does_not_stop_rescans(tmp_path: Path) -> None:

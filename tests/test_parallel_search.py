@@ -113,9 +113,9 @@ def test_only_queries_estimated_to_match_many_sections_are_ranked_in_parts(
     assert database.estimated_matching_rows(conn, '("nothingmatches")', 4) == 0
     files = files_matching('("alpha")')
     monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", estimate + 1)
-    assert len(search._over_parts(many_files, conn, '("alpha")', files)) == 1
+    assert len(search._over_parts(search.Searching(many_files, conn), '("alpha")', files)) == 1
     monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", estimate)
-    parts = search._over_parts(many_files, conn, '("alpha")', files)
+    parts = search._over_parts(search.Searching(many_files, conn), '("alpha")', files)
     assert len(parts) == 3 and sum(parts) == database.count_matching_files(conn, '("alpha")')
 
 
@@ -130,9 +130,9 @@ def test_parts_that_see_a_newer_index_are_dropped_for_one_ranking_of_the_callers
         assert database.count_matching_files(conn, '("fresh")') == 0
         write(source, "dir0/new.md", "# New\n\nfresh words\n")
         indexer.scan()  # commits while the caller's snapshot is open: other threads see the new file
-        assert search._over_parts(many_files, conn, '("fresh")', count) == [0]  # one answer, from the caller's snapshot
-    assert sum(search._over_parts(many_files, conn, '("fresh")', count)) == 1  # a new snapshot, in parts again
-    assert len(search._over_parts(many_files, conn, '("fresh")', count)) == 3
+        assert search._over_parts(search.Searching(many_files, conn), '("fresh")', count) == [0]  # one answer, from the caller's snapshot
+    assert sum(search._over_parts(search.Searching(many_files, conn), '("fresh")', count)) == 1  # a new snapshot, in parts again
+    assert len(search._over_parts(search.Searching(many_files, conn), '("fresh")', count)) == 3
 
 
 def test_generation_changes_with_every_transaction_that_writes(many_files: Path, indexer: TextIndexer) -> None:
@@ -155,9 +155,9 @@ def test_the_fallback_that_groups_every_section_by_file_is_ranked_in_parts_too(
     grouped = []
     real = database.best_section_of_every_file
 
-    def spy(*args, **kwargs):
-        grouped.append(args[-1] if len(args) > 4 else database.EVERY_ROW)
-        return real(*args, **kwargs)
+    def spy(conn, match, weights, limit, span=database.EVERY_ROW, *rest):
+        grouped.append(span)
+        return real(conn, match, weights, limit, span, *rest)
 
     monkeypatch.setattr(database, "best_section_of_every_file", spy)
     whole = search.search(many_files, "alpha", 7)
@@ -194,7 +194,7 @@ def test_parts_that_cannot_open_the_index_are_dropped(many_files: Path, monkeypa
     count = files_matching('("alpha")')
     with database.snapshot(conn):
         many_files.rename(many_files.with_name("moved.sqlite3"))  # the open connection still reads it
-        assert search._over_parts(many_files, conn, '("alpha")', count) == [expected]
+        assert search._over_parts(search.Searching(many_files, conn), '("alpha")', count) == [expected]
 
 
 def test_an_index_without_a_generation_is_never_split(many_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -202,11 +202,11 @@ def test_an_index_without_a_generation_is_never_split(many_files: Path, monkeypa
     monkeypatch.setattr(search, "SEARCH_PARTS", 3)
     conn = database.reader(many_files)
     count = files_matching('("alpha")')
-    assert len(search._over_parts(many_files, conn, '("alpha")', count)) == 3
+    assert len(search._over_parts(search.Searching(many_files, conn), '("alpha")', count)) == 3
     other = database.connect(many_files)  # as an index written before generations existed
     other.execute("DELETE FROM meta WHERE key = 'generation'")
     other.close()
-    assert search._over_parts(many_files, conn, '("alpha")', count) == [database.count_matching_files(conn, '("alpha")')]
+    assert search._over_parts(search.Searching(many_files, conn), '("alpha")', count) == [database.count_matching_files(conn, '("alpha")')]
 
 
 def test_searches_in_parts_keep_answering_while_files_are_rewritten(

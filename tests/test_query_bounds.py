@@ -246,3 +246,77 @@ def test_a_bounded_snippet_is_short_balanced_and_shows_the_first_match(text: str
     else:
         inner = cut.strip(ELLIPSIS)
         assert inner.rstrip(_MARK_CLOSE) in text or inner[:-1] in text
+
+
+# ---- words as FTS5 reads them -------------------------------------------------------------------
+
+
+def test_letters_that_fts5_reads_as_separators_cannot_smuggle_words_past_the_caps() -> None:
+    """U+19B0 is a letter to Python and a separator to FTS5's tokenizer: the caps count FTS5's words."""
+    glued = "\u19b0".join(["the"] * 50)
+    parsed = parse_query(f'"{glued}" "{glued}"')
+    assert [len(phrase) for phrase in parsed.phrases] == [MAX_PHRASE_WORDS]  # the same phrase twice counts once
+    assert any("was searched as its first" in text for text in parsed.warnings)
+    smuggled = parse_query("t\u19b0\u19b0* w\u19b0\u19b0*")
+    assert smuggled.prefixes == [], "a one-letter prefix in disguise"
+
+
+def test_a_word_searched_decomposed_or_glued_finds_what_fts5_indexed(config: ServerConfig, indexer: TextIndexer, source: Path) -> None:
+    write(source, "accents.md", "a na\u00efve caf\u00e9\n")
+    write(source, "emoji.md", "foo\U0001f970bar here\n")
+    write(source, "plain.md", "foo bar here\n")
+    write(source, "isolated.md", "the \u2066kangaroo\u2069 jumped\n")
+    indexer.scan()
+
+    def paths(query: str) -> list[str]:
+        return sorted(hit["path"] for hit in search(config.db_path, query, 10)["results"])
+
+    assert paths("nai\u0308ve") == ["accents.md"]  # decomposed in the query, composed in the file
+    assert paths("foo\U0001f970bar") == ["emoji.md"]
+    assert paths("here -foo\U0001f970bar") == ["plain.md"]
+    assert paths("kangaroo") == ["isolated.md"]
+
+
+def test_an_exclusion_leaves_out_the_whole_file(config: ServerConfig, indexer: TextIndexer, source: Path) -> None:
+    """The README promises -word excludes files: a file with the word in one section and the
+    searched word in another is left out."""
+    filler = "\n\n".join(f"paragraph {n} " + "filler words " * 100 for n in range(40))
+    write(source, "long.md", f"# One\n\napple pie\n\n{filler}\n\n# Two\n\nbanana split\n")
+    write(source, "short.md", "apple crumble\n")
+    indexer.scan()
+    assert len(database_sections(config, "long.md")) > 1
+    reply = search(config.db_path, "apple -banana", 10)
+    assert [hit["path"] for hit in reply["results"]] == ["short.md"] and reply["files_matched"] == 1
+    inch = search(config.db_path, '12" apple -banana', 10)
+    assert all(hit["path"] != "long.md" for hit in inch["results"]), "a quote inside a word opened a phrase"
+
+
+def database_sections(config: ServerConfig, path: str) -> list[int]:
+    import database
+
+    conn = database.reader(config.db_path)
+    file_id = conn.execute("SELECT id FROM files WHERE path = ?", (path,)).fetchone()[0]
+    low, high = database.section_id(file_id, 0), database.section_id(file_id + 1, 0)
+    return [row[0] for row in conn.execute("SELECT id FROM sections WHERE id >= ? AND id < ?", (low, high))]
+
+
+def test_costly_phrases_are_loosened_and_say_so(index: ServerConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    phrase = '"the common the common the common"'
+    assert search(index.db_path, phrase, 10)["warnings"] == []
+    monkeypatch.setattr(search_module, "PHRASE_MAX_COST", 100)
+    loose = search(index.db_path, f"note {phrase} -\"more common text\"", 10)
+    assert any("was searched as its rarest word" in text for text in loose["warnings"]), loose["warnings"]
+    assert any('-"more common text" was not applied' in text for text in loose["warnings"]), loose["warnings"]
+    assert loose["files_matched"] == 400
+    stopwords = search(index.db_path, "the a the a the a the a", 10)
+    assert any("not searched as a phrase" in text for text in stopwords["warnings"]), stopwords["warnings"]
+
+
+def test_text_a_reply_shows_cannot_fake_a_match_or_grow_in_json(config: ServerConfig, indexer: TextIndexer, source: Path) -> None:
+    write(source, "fake.md", f"zebrafish \ue000notamatch\ue001 and \x1b[31mred\x07 {'koala ' + '*' * 60} koala\n")
+    indexer.scan()
+    hit = search(config.db_path, "zebrafish", 10)["results"][0]
+    assert "**notamatch**" not in hit["snippet"] and "\ufffdnotamatch\ufffd" in hit["snippet"]
+    assert "\x1b" not in hit["snippet"] and "\x07" not in hit["snippet"]
+    stars = search(config.db_path, "koala", 10)["results"][0]
+    assert len(stars["snippet"]) <= SNIPPET_MAX_CHARS + 8, len(stars["snippet"])

@@ -115,7 +115,7 @@ def test_keyword_queries_rank_as_plain_fts5_and(tmp_path: Path) -> None:
     TextIndexer(config, writer).scan()
     writer.close()
     plain = sqlite3.connect(":memory:")
-    plain.execute(f"CREATE VIRTUAL TABLE plain USING fts5(body, tokenize='{database.TOKENIZER}')")
+    plain.execute(f"CREATE VIRTUAL TABLE plain USING fts5(body, tokenize=\"{database.TOKENIZER}\")")
     names = sorted(texts)
     plain.executemany("INSERT INTO plain (rowid, body) VALUES (?, ?)", [(i, texts[name]) for i, name in enumerate(names)])
 

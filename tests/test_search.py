@@ -23,29 +23,34 @@ from tests.conftest import write
 
 
 @pytest.mark.parametrize(
-    ("query", "precise", "broad"),
+    ("query", "precise", "broad", "excluded"),
     [
-        ("firewall", '("firewall")', None),
-        ("firewall port", '("firewall" AND "port")', '(("firewall" OR "port"))'),
-        ("how do I open a port in the firewall?", '("open" AND "port" AND "firewall")', '(("open" OR "port" OR "firewall"))'),
-        ('"open port" ufw', '("open port" AND "ufw")', None),
-        ("config*", '("config"*)', None),
-        ("apples -pears", '("apples") NOT ("pears")', None),
-        ('apples -"green pears"', '("apples") NOT ("green pears")', None),
-        ("-pears", '("pears")', None),
-        ("e-mail", '("e mail")', None),
-        ("to be or not to be", '("to be or not to be")', '("to" AND "be" AND "or" AND "not")'),
-        ('a" OR "b', '("OR" AND "b")', None),  # the quoted OR is a phrase; "a" a stopword
-        ("title:secret", '("title secret")', None),
-        ("NEAR(a b)", '("NEAR a" AND "b")', '(("NEAR a" OR "b"))'),
-        ("x AND y", '("x" AND "y")', '(("x" OR "y"))'),
-        ('"unbalanced quote', '("unbalanced quote")', None),
-        ("^caret (paren)", '("caret" AND "paren")', '(("caret" OR "paren"))'),
+        ("firewall", '("firewall")', None, None),
+        ("firewall port", '("firewall" AND "port")', '(("firewall" OR "port"))', None),
+        ("how do I open a port in the firewall?", '("open" AND "port" AND "firewall")', '(("open" OR "port" OR "firewall"))', None),
+        ('"open port" ufw', '("open port" AND "ufw")', None, None),
+        ("config*", '("config"*)', None, None),
+        ("apples -pears", '("apples")', None, '("pears")'),
+        ('apples -"green pears" -draft* -pears -pears', '("apples")', None, '("green pears" OR "pears" OR "draft"*)'),
+        ("-pears", '("pears")', None, None),
+        ("-draft*", '("draft"*)', None, None),
+        ("e-mail", '("e mail")', None, None),
+        ("to be or not to be", '("to be or not to be")', '("to" AND "be" AND "or" AND "not")', None),
+        ('12" pizza -pepperoni', '("12" AND "pizza")', '(("12" OR "pizza"))', '("pepperoni")'),  # an inch mark opens no phrase
+        ('alpha "b c" omega', '("b c" AND "alpha" AND "omega")', '("b c" AND ("alpha" OR "omega"))', None),
+        ("title:secret", '("title secret")', None, None),
+        ("NEAR(a b)", '("near a" AND "b")', '(("near a" OR "b"))', None),
+        ("x AND y", '("x" AND "y")', '(("x" OR "y"))', None),
+        ('"unbalanced quote', '("unbalanced quote")', None, None),
+        ("^caret (paren)", '("caret" AND "paren")', '(("caret" OR "paren"))', None),
+        ("Café NAI\u0308VE", '("cafe" AND "naive")', '(("cafe" OR "naive"))', None),  # as FTS5 folds them
+        ("foo\U0001f970bar", '("foo\U0001f970bar")', None, None),  # one word to FTS5, as indexed
+        ("the\u19b0the\u19b0the", '("the the the")', None, None),  # FTS5 splits there; Python would not
     ],
 )
-def test_user_text_becomes_a_quoted_expression(query: str, precise: str, broad: str | None) -> None:
+def test_user_text_becomes_a_quoted_expression(query: str, precise: str, broad: str | None, excluded: str | None) -> None:
     plan = build_match(parse_query(query))
-    assert (plan.precise, plan.broad) == (precise, broad)
+    assert (plan.precise, plan.broad, plan.excluded) == (precise, broad, excluded)
 
 
 @pytest.mark.parametrize(
@@ -60,7 +65,7 @@ def test_a_plan_knows_when_its_precise_expression_needs_several_words_together(q
     assert build_match(parse_query(query)).intersects is intersects
 
 
-@pytest.mark.parametrize("query", ["", "   ", "!!!", "\"\"", "*", "-", "🙂🙂", "\x00\n\t", "---"])
+@pytest.mark.parametrize("query", ["", "   ", "!!!", "\"\"", "*", "-", "☺☺", "\x00\n\t", "---"])
 def test_queries_without_words_are_a_clear_error(query: str) -> None:
     with pytest.raises(QueryError, match="no words to search for"):
         build_match(parse_query(query))

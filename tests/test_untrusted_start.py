@@ -140,35 +140,85 @@ def test_index_files_are_private_whatever_the_umask(tmp_path: Path) -> None:
         server.close()
 
 
-def test_an_index_left_readable_by_an_older_version_is_made_private(tmp_path: Path) -> None:
+def indexed_once(tmp_path: Path) -> tuple[Path, tuple[str, ...]]:
+    """One note indexed by main.py index: the index file and the arguments that name it."""
     source, index_dir = tmp_path / "notes", tmp_path / "idx"
     write(source, "a.md", "alpha words\n")
     args = ("--source", str(source), "--index-dir", str(index_dir))
     assert rel_run_main("index", *args).returncode == 0
-    db = rel_db_path(source, index_dir)
+    return rel_db_path(source, index_dir), args
+
+
+def test_an_index_left_readable_by_an_older_version_is_made_private(tmp_path: Path) -> None:
+    db, args = indexed_once(tmp_path)
     db.chmod(0o644)
     assert rel_run_main("index", *args).returncode == 0
     assert stat.S_IMODE(db.stat().st_mode) == 0o600
 
 
-def test_an_index_directory_others_can_write_to_is_refused(tmp_path: Path) -> None:
-    source, shared = tmp_path / "notes", tmp_path / "shared"
-    write(source, "a.md", "alpha words\n")
-    shared.mkdir()
-    shared.chmod(0o777)  # anyone could put a link where the WAL goes
-    done = rel_run_main("index", "--source", str(source), "--index-dir", str(shared))
-    assert done.returncode == 1 and "any user may write to" in done.stderr, done.stderr
-    assert list(shared.iterdir()) == []
-    shared.chmod(0o1777)  # with the sticky bit, others cannot replace the index's files
-    assert rel_run_main("index", "--source", str(source), "--index-dir", str(shared)).returncode == 0
+def test_an_index_directory_others_can_write_to_is_refused_by_writers_and_readers(tmp_path: Path) -> None:
+    db, args = indexed_once(tmp_path)
+    index_dir = db.parent
+    for mode in (0o777, 0o1777):  # with or without the sticky bit: others could plant files at its names
+        index_dir.chmod(mode)
+        for command in ("index", "search", "status"):
+            done = rel_run_main(command, *args, *(["alpha"] if command == "search" else []))
+            assert "any user may write to" in done.stdout + done.stderr, (command, done.stdout, done.stderr)
+            assert command == "status" or done.returncode == 1
+    index_dir.chmod(0o700)
+    assert json.loads(rel_run_main("search", "alpha", *args, "--json").stdout)["results"]
+
+
+def test_missing_folders_above_the_index_directory_are_made_private_too(tmp_path: Path) -> None:
+    source, index_dir = tmp_path / "notes", tmp_path / "a" / "b" / "idx"
+    write(source, "a.md", "alpha\n")
+    done = subprocess.run([sys.executable, str(MAIN_PY), "index", "--source", str(source), "--index-dir", str(index_dir)],
+                          capture_output=True, text=True, timeout=60, umask=0)
+    assert done.returncode == 0, done.stderr
+    assert [stat.S_IMODE(path.stat().st_mode) for path in (tmp_path / "a", tmp_path / "a" / "b", index_dir)] == [0o700] * 3
+
+
+def test_a_reader_never_follows_a_linked_index_to_another_index(tmp_path: Path) -> None:
+    """A project holding the index directory could link the index's name to the user's other index."""
+    private_db, private_args = indexed_once(tmp_path / "private")
+    source, index_dir = tmp_path / "project" / "docs", tmp_path / "project" / ".index"
+    write(source, "readme.md", "project words\n")
+    index_dir.mkdir(parents=True)
+    args = ("--source", str(source), "--index-dir", str(index_dir))
+    rel_db_path(source, index_dir).symlink_to(private_db)
+    found = rel_run_main("search", "alpha", *args)
+    assert found.returncode == 1 and "a symbolic link, not an index file" in found.stderr, found.stderr
+    status = json.loads(rel_run_main("status", *args, "--json").stdout)
+    assert status["indexed_files"] == 0 and "symbolic link" in status["last_error"], status
+    assert rel_run_main("index", *args).returncode == 0  # the writer moves the link aside
+    assert json.loads(rel_run_main("search", "project", *args, "--json").stdout)["results"]
+    assert json.loads(rel_run_main("search", "alpha", *args, "--json").stdout)["results"] == []
+
+
+def test_a_relative_path_through_a_link_in_the_working_directory_is_refused(tmp_path: Path) -> None:
+    private, project = tmp_path / "private", tmp_path / "project"
+    write(private, "diary.md", "secret words\n")
+    project.mkdir()
+    (project / "docs").symlink_to(private)
+    done = rel_run_main("index", "--source", "docs", "--index-dir", str(tmp_path / "idx"), cwd=project)
+    assert done.returncode == 2 and "a link (to " in done.stderr and "give the real path" in done.stderr, done.stderr
+    assert not (tmp_path / "idx").exists()
+    done = rel_run_main("index", "--source", str(project / "docs"), "--index-dir", str(tmp_path / "idx"), cwd=project)
+    assert done.returncode == 0, "an absolute path is the user's own choice"
+
+
+def test_a_fifo_at_the_lock_never_blocks_status(tmp_path: Path) -> None:
+    db, args = indexed_once(tmp_path)
+    Path(f"{db}.lock").unlink()
+    os.mkfifo(f"{db}.lock")
+    status = rel_run_main("status", *args, "--json", timeout=30)
+    assert json.loads(status.stdout)["writer_pid"] is None
+    assert rel_run_main("index", *args, timeout=30).returncode == 0
+    assert stat.S_ISREG(Path(f"{db}.lock").lstat().st_mode)
 
 
 def test_an_index_file_replaced_by_a_link_is_moved_aside_not_followed(tmp_path: Path) -> None:
-    source, index_dir = tmp_path / "notes", tmp_path / "idx"
-    write(source, "a.md", "alpha words\n")
-    args = ("--source", str(source), "--index-dir", str(index_dir))
-    assert rel_run_main("index", *args).returncode == 0
-    db = rel_db_path(source, index_dir)
+    db, args = indexed_once(tmp_path)
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
     for suffix in ("", "-wal", "-shm"):
@@ -178,3 +228,21 @@ def test_an_index_file_replaced_by_a_link_is_moved_aside_not_followed(tmp_path: 
     assert victim.read_text() == "precious\n"
     assert db.is_file() and not db.is_symlink()
     assert json.loads(rel_run_main("search", "alpha", *args, "--json").stdout)["results"]
+
+
+@pytest.mark.parametrize("suffix", ["-wal", "-shm", "-journal", ".lock"])
+def test_a_link_planted_where_the_index_keeps_a_file_is_never_written_through(tmp_path: Path, suffix: str) -> None:
+    """An index directory inside a cloned project could come with links in it (git stores links)."""
+    source, index_dir = tmp_path / "notes", tmp_path / "project" / ".index"
+    write(source, "a.md", "alpha words\n")
+    index_dir.mkdir(parents=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    db = rel_db_path(source, index_dir)
+    Path(f"{db}{suffix}").symlink_to(victim)
+    args = ("--source", str(source), "--index-dir", str(index_dir))
+    done = rel_run_main("index", *args)
+    assert done.returncode == 0, done.stderr
+    assert "not a file, where the index keeps a file of its own" in done.stderr
+    assert json.loads(rel_run_main("search", "alpha", *args, "--json").stdout)["results"]
+    assert victim.read_text() == "precious\n"
