@@ -401,9 +401,20 @@ def test_refreshes_given_up_stop_waiting_and_queued_scans_are_answered_by_one(in
     monkeypatch.setattr(indexer, "_scan", lambda on_progress: scans.append(1) or real_scan(on_progress))
     other = WriterLock(lock_path(config.db_path))
     with other.held():
-        with pytest.raises(Cancelled):
-            indexer.refresh_file("a.md", cancelled=lambda: True)
-        assert indexer.scan(cancelled=lambda: True)["success"] is False
+        outcomes: list[object] = []
+
+        def given_up() -> None:
+            try:
+                indexer.refresh_file("a.md", cancelled=lambda: True)
+            except Cancelled as exc:
+                outcomes.append(exc)
+            outcomes.append(indexer.scan(cancelled=lambda: True))
+
+        giving_up = threading.Thread(target=given_up, daemon=True)
+        giving_up.start()
+        giving_up.join(30)
+        assert not giving_up.is_alive(), "a refresh the caller gave up kept waiting for the lock"
+        assert isinstance(outcomes[0], Cancelled) and outcomes[1]["success"] is False, outcomes
         replies: list[dict] = []
         queued = [threading.Thread(target=lambda: replies.append(indexer.scan())) for _ in range(6)]
         for thread in queued:
