@@ -171,7 +171,11 @@ def _refuse_links_under(base: Path, relative: Path, key: str, value: _Value) -> 
         inside = Path(os.path.normpath(inside / part))
         if not is_under(inside, base):
             return
-        if inside.is_symlink():
+        try:
+            is_link = inside.is_symlink()
+        except OSError as exc:  # a name too long, a folder that may not be searched
+            raise ConfigError(key, f"{value.raw!r}: {exc.strerror or exc}", value.origin) from None
+        if is_link:
             raise ConfigError(
                 key, f"{value.raw!r} goes through {inside}, a link (to {os.path.realpath(inside)}) inside the working"
                 " directory; give the real path if you mean it", value.origin,

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import grp
 import itertools
 import json
 import logging
 import os
+import pwd
 import stat
 import sqlite3
 import threading
@@ -186,6 +188,21 @@ def check_index_directory(directory: Path) -> None:
         raise PermissionError(f"{directory} belongs to another user (uid {st.st_uid}); choose a directory of your own")
     if st.st_mode & stat.S_IWOTH:
         raise PermissionError(f"any user may write to {directory}; choose a directory only you can write to")
+    if st.st_mode & stat.S_IWGRP and not _own_private_group(st.st_gid):
+        raise PermissionError(
+            f"the group of {directory} (gid {st.st_gid}) may write to it; choose a directory only you can write to,"
+            " or chmod g-w it"
+        )
+
+
+def _own_private_group(gid: int) -> bool:
+    """True for this user's own group (the user's primary group, named after the user, with no
+    other members listed), as many systems give each user: its write permission is the user's."""
+    try:
+        group, user = grp.getgrgid(gid), pwd.getpwuid(os.geteuid())
+    except KeyError:
+        return False
+    return gid == user.pw_gid and group.gr_name == user.pw_name and not [m for m in group.gr_mem if m != user.pw_name]
 
 
 def _index_file_problem(st: os.stat_result) -> str | None:
@@ -258,12 +275,19 @@ def _make_private(path: Path) -> None:
 
 
 class LockHolder(NamedTuple):
-    """What the process holding an index's write lock says it is doing (see WriterLock.record)."""
+    """What the process holding an index's write lock says it is doing (see WriterLock.record),
+    and the index's error count as it knew it (which outlives a damaged index's meta table)."""
 
     pid: int | None
     phase: str = ""
     files_done: int = 0
     files_total: int = 0
+    errors: int = 0
+
+
+#: The lock file holds one record of this many bytes, always rewritten whole in one write, so that
+#: a reader never sees it half written.
+LOCK_RECORD_BYTES = 96
 
 
 class WriterLock:
@@ -341,7 +365,7 @@ class WriterLock:
             return False
         if not _same_file(fd, self.path):
             return False  # deleted or replaced after it was opened: the caller opens the new one
-        self._write(fd, "")
+        self._write(fd, f"holding 0 0 {_read_holder(fd).errors}")
         return True
 
     def _take(self, on_wait: Callable[[int | None], None] | None, stop: Callable[[], bool] | None) -> int:
@@ -367,13 +391,24 @@ class WriterLock:
 
     @staticmethod
     def _write(fd: int, note: str) -> None:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()} {note}\n".encode(), 0)
+        record = f"{os.getpid()} {note}".encode("ascii", "replace")[: LOCK_RECORD_BYTES - 1]
+        os.pwrite(fd, record.ljust(LOCK_RECORD_BYTES - 1) + b"\n", 0)
 
-    def record(self, phase: str, files_done: int = 0, files_total: int = 0) -> None:
-        """Say what the holder is doing, for holder() in any process (held only)."""
+    def record(self, phase: str, files_done: int = 0, files_total: int = 0, errors: int = 0) -> None:
+        """Say what the holder is doing, and the error count, for holder() in any process (held only)."""
         if self._fd is not None:
-            self._write(self._fd, f"{phase} {files_done} {files_total}")
+            self._write(self._fd, f"{phase} {files_done} {files_total} {errors}")
+
+    def last_record(self) -> LockHolder | None:
+        """What the last holder recorded, whether or not anyone holds the lock now."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            return _read_holder(fd) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+        finally:
+            os.close(fd)
 
     def holder(self) -> LockHolder | None:
         """Who holds the lock now (this process included) and what it recorded, or None."""
@@ -408,10 +443,10 @@ def _same_file(fd: int, path: Path) -> bool:
 def _read_holder(fd: int) -> LockHolder:
     """Parse what WriterLock._write put in the lock file; a torn or foreign text gives what it can."""
     try:
-        fields = os.pread(fd, 200, 0).decode("ascii", "replace").split()
+        fields = os.pread(fd, LOCK_RECORD_BYTES, 0).decode("ascii", "replace").split()
     except OSError:
         return LockHolder(None)
-    numbers = [int(field) if field.isdigit() else 0 for field in fields[2:4]]
+    numbers = [int(field) if field.isdigit() else 0 for field in fields[2:5]]
     pid = int(fields[0]) if fields and fields[0].isdigit() else None
     return LockHolder(pid, fields[1] if len(fields) > 1 else "", *numbers)
 
@@ -420,8 +455,18 @@ def compress(text: str) -> bytes:
     return zlib.compress(text.encode("utf-8"), COMPRESSION_LEVEL)
 
 
+class SectionDamaged(sqlite3.DatabaseError):
+    """A section's stored text does not decompress: the file is damaged where SQLite's own checks
+    do not look (is_corruption says so, and the index is rebuilt)."""
+
+    sqlite_errorcode = 11  # SQLITE_CORRUPT
+
+
 def decompress(blob: bytes) -> str:
-    return zlib.decompress(blob).decode("utf-8")
+    try:
+        return zlib.decompress(blob).decode("utf-8")
+    except (zlib.error, UnicodeDecodeError, TypeError) as exc:
+        raise SectionDamaged(f"a section's stored text is damaged ({exc})") from None
 
 
 def section_id(file_id: int, n: int) -> int:
@@ -674,11 +719,18 @@ class IndexWriter:
             if free * 16 > self.conn.execute("PRAGMA page_count").fetchone()[0]:
                 self.conn.executescript("PRAGMA incremental_vacuum;")  # a plain execute frees one page only
 
-    def quick_check(self) -> str:
-        """PRAGMA quick_check on a fresh connection: the writer's page cache can hide damage on disk."""
+    def quick_check(self, sections_too: bool = False) -> str:
+        """PRAGMA quick_check on a fresh connection (the writer's page cache can hide damage on
+        disk), and with ``sections_too`` that every section's text decompresses: "ok" or the fault."""
         conn = connect(self.db_path)
         try:
-            return conn.execute("PRAGMA quick_check").fetchone()[0]
+            verdict = conn.execute("PRAGMA quick_check").fetchone()[0]
+            if verdict == "ok" and sections_too:
+                for (body,) in conn.execute("SELECT body FROM sections"):
+                    decompress(body)
+            return verdict
+        except SectionDamaged as exc:
+            return str(exc)
         finally:
             conn.close()
 
@@ -980,7 +1032,8 @@ def snapshot(conn: sqlite3.Connection) -> Iterator[None]:
     try:
         yield
     finally:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # an interrupted write (to a temp table) already rolled it back
+            conn.execute("ROLLBACK")
 
 
 def score_question(conn: sqlite3.Connection, match: str, weights: Sequence[float], excluded: str = NO_FILES) -> None:

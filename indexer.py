@@ -467,15 +467,23 @@ class FileScanner:
             index_directory=config.index_output_directory,
         )
 
-    def changes(self, signatures: Mapping[Signature, int], replaced: Sequence[str] = ()) -> Changes:
+    def changes(self, signatures: Mapping[Signature, int], recorded: Mapping[str, str] | None = None) -> Changes:
         """Compare the walk with IndexWriter.file_signatures(): a file is unchanged when its whole
-        signature equals a stored one. What the walk could not list or stat is not removed; nor is
-        what was indexed under a folder of ``replaced`` (the source, "", or a mount point that is
-        now another folder) when the walk finds none of it there: the source itself is then
-        SourceUnavailableError, a mount point ``unavailable``."""
+        signature equals a stored one. What the walk could not list or stat is not removed.
+
+        ``recorded``: the identities the last scan found for the source ("") and the mount points
+        in it. If the source is now another folder, or a mount point is not the same file system
+        (unmounted before or during the walk), and the walk finds none of the files indexed under
+        it, they are kept: the source then raises SourceUnavailableError, a mount point is
+        reported ``unavailable``.
+        """
+        recorded = recorded or {}
         result = Changes()
         unmatched = dict(signatures)
-        watched = {path for path, *_ in signatures if path.startswith(tuple(replaced))} if replaced else set()
+        source_replaced = "" in recorded and _identity_of(self.root) != recorded[""]
+        # Files indexed under the folders that may turn out replaced, to see if the walk finds any.
+        folders = [folder for folder in recorded if folder] + ([""] if source_replaced else [])
+        watched = {path for path, *_ in signatures if path.startswith(tuple(folders))} if folders else set()
         found_under: set[str] = set()
 
         def on_skip(path: str, reason: str, detail: str) -> None:
@@ -488,10 +496,11 @@ class FileScanner:
             elif indexed_at_ns - max(signature[1], signature[4]) < RACY_WINDOW_NS:  # its mtime and ctime
                 result.to_verify.append(DiskFile._make(signature))
             if signature[0] in watched:
-                found_under.update(folder for folder in replaced if signature[0].startswith(folder))
-        for folder in replaced:
+                found_under.update(folder for folder in folders if signature[0].startswith(folder))
+        for folder in folders:
+            replaced = not folder or result.mounts.get(folder) != recorded[folder]
             indexed = sum(1 for path in watched if path.startswith(folder))
-            if not indexed or folder in found_under:
+            if not replaced or not indexed or folder in found_under:
                 continue
             if not folder:
                 raise SourceUnavailableError(
@@ -545,6 +554,8 @@ class TextIndexer:
         self._expected: dict[str, str] = {}
         #: Set when a reader saw the index fail; the next scan checks the file and rebuilds it if damaged.
         self.damage_suspected = False
+        last = writer.write_lock.last_record()
+        self.saved_errors = last.errors if last else 0  # the count survives an index that had to be rebuilt
         if writer.recovered_from:
             self._record_error(f"the index was damaged; moved it to {writer.recovered_from} and rebuilt it")
 
@@ -576,11 +587,12 @@ class TextIndexer:
         """Whether to stop waiting: the process is stopping, or the caller gave up."""
         return lambda: self.stop.is_set() or (cancelled is not None and cancelled())
 
-    def check_integrity(self) -> bool:
-        """Run SQLite's quick_check; move a damaged index aside and start empty. True if it was ok."""
+    def check_integrity(self, sections_too: bool = False) -> bool:
+        """Run SQLite's quick_check (and, with ``sections_too``, decompress every section's text);
+        move a damaged index aside and start empty. True if it was ok."""
         with self.writer.write_lock.held(self._waiting_for, self.stop.is_set):
             try:
-                verdict = self.writer.quick_check()
+                verdict = self.writer.quick_check(sections_too)
             except sqlite3.DatabaseError as exc:
                 verdict = str(exc)
             if verdict == "ok":
@@ -649,7 +661,7 @@ class TextIndexer:
             self.writer.reopen()
         if replaced or self.damage_suspected:
             self.damage_suspected = False
-            self.check_integrity()
+            self.check_integrity(sections_too=not replaced)  # a reader saw damage: look everywhere
 
     def _scan_failed(self, exc: Exception) -> RefreshReply:
         if isinstance(exc, (OSError, SourceUnavailableError)):
@@ -659,9 +671,11 @@ class TextIndexer:
         self._record_error(f"scan stopped: {problem}")
         try:
             with self.writer.transaction():
-                self.writer.set_meta_values(self._error_meta(0, self.last_error))
+                self.writer.set_meta_values({**self._error_meta(0, self.last_error), "last_error_of": "scan"})
         except sqlite3.Error:
             pass  # the index cannot be written now (disk full, read-only): the error stays unsaved
+        self.progress.phase = "done"
+        self._record_progress()
         return {"success": False, "files_processed": self.progress.files_done, "files_removed": 0, "errors": [self.last_error or ""]}
 
     def _scan(self, on_progress: Callable[[ScanProgress], None] | None) -> RefreshReply:
@@ -669,7 +683,7 @@ class TextIndexer:
         progress.state, progress.phase = "indexing", "walking"
         progress.files_done = progress.files_total = 0
         progress.started_at = time.time()
-        self.writer.write_lock.record("walking")
+        self._record_progress()
         root = self.config.source_directory
         with self.writer.lock:
             signatures = self.writer.file_signatures()
@@ -677,8 +691,7 @@ class TextIndexer:
             known_problems = {(path, reason) for path, reason, _ in self.writer.skipped_entries(ERROR_REASONS)}
         recorded: dict[str, str] = json.loads(meta.get("mounts") or "{}")
         self._expected = {"": identity(os.stat(root))}
-        replaced = [folder for folder, was in recorded.items() if _identity_of(root / folder) != was]
-        changes = self.scanner.changes(signatures, replaced)
+        changes = self.scanner.changes(signatures, recorded)
         self._expected.update(changes.mounts)
         self._check_source()  # a source swapped or unmounted while it was walked
         unavailable = {path for path, reason, _ in changes.skipped if reason == "unavailable"}
@@ -704,11 +717,13 @@ class TextIndexer:
             self.writer.set_meta_values({
                 "last_scan": _now(), "mounts": json.dumps(mounts),
                 "skipped_counts": json.dumps(dict(Counter(reason for _, reason, _ in skipped))),
-                "settings": json.dumps(self.config.index_settings),
+                "settings": json.dumps(self.config.index_settings), "last_error_of": "files",
                 **self._error_meta(new_problems, self.last_error),
             })
         self.errors_encountered += new_problems
         progress.skipped = dict(Counter(reason for _, reason, _ in skipped))
+        progress.phase = "done"
+        self._record_progress()
         removed += outcome.vanished
         changed = outcome.written or removed or outcome.skipped
         if outcome.written or removed:
@@ -736,7 +751,8 @@ class TextIndexer:
 
     def _record_progress(self) -> None:
         progress = self.progress
-        self.writer.write_lock.record(progress.phase, progress.files_done, progress.files_total)
+        errors = self.saved_errors + self.unsaved_errors
+        self.writer.write_lock.record(progress.phase, progress.files_done, progress.files_total, errors)
 
     def _remove(self, to_remove: list[str], on_progress: Callable[[ScanProgress], None] | None) -> int:
         for start in range(0, len(to_remove), BATCH_FILES):
@@ -823,6 +839,7 @@ class TextIndexer:
         The file is read holding the write lock: what is written is what the disk holds then."""
         rel = resolve_user_path(self.config.source_directory, user_path, self.config.index_output_directory)
         with self.writer.write_lock.held(self._waiting_for, self._stop_check(cancelled)):
+            self._check_recorded_folders(rel)
             try:
                 disk = check_single_file(self.config.source_directory, rel, self.scanner.filter)
                 loaded: LoadedFile | FileSkipped | None = (
@@ -832,10 +849,22 @@ class TextIndexer:
                 loaded = skipped
             with self.writer.transaction():
                 reply = self._write_refreshed(rel, loaded)
-                problems = self.writer.skipped_entries(ERROR_REASONS)
-                self.last_error = _describe_problems(problems)
-                self.writer.set_meta("last_error", (self.last_error or "")[:MAX_ERROR_CHARS])
+                if self.writer.meta().get("last_error_of") != "scan":  # a failed scan's error stands till a scan passes
+                    self.last_error = _describe_problems(self.writer.skipped_entries(ERROR_REASONS))
+                    self.writer.set_meta("last_error", (self.last_error or "")[:MAX_ERROR_CHARS])
         return reply
+
+    def _check_recorded_folders(self, rel: str) -> None:
+        """Refuse a one-file refresh under the source, or a mount point in it, that is no longer the
+        folder the last scan recorded: the file may be missing only because a drive is unmounted."""
+        recorded: dict[str, str] = json.loads(self.writer.meta().get("mounts") or "{}")
+        root = self.config.source_directory
+        for folder, was in recorded.items():
+            if rel.startswith(folder) and _identity_of(root / folder) != was:
+                raise SourceUnavailableError(
+                    str(root / folder), "it is not the folder the index was made from (replaced or unmounted?); nothing was"
+                    " changed: refresh everything to check it",
+                )
 
     def _write_refreshed(self, rel: str, loaded: LoadedFile | FileSkipped | None) -> RefreshReply:
         current = self.writer.stored_file(rel)

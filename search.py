@@ -15,6 +15,7 @@ question's own words. bench/relevance.py measures what each choice gives.
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 import threading
@@ -80,6 +81,8 @@ SNIPPET_TOKENS = 32
 SNIPPET_WINDOW_CHARS = 800
 SNIPPET_CLUSTER_CHARS = 200
 SNIPPET_MAX_FINDS = 50
+#: A window is placed by the first SNIPPET_MAX_WORDS different words searched (a question's first).
+SNIPPET_MAX_WORDS = 16
 ELLIPSIS = "…"
 #: A query matching about PARALLEL_MIN_ROWS sections or more is ranked in SEARCH_PARTS spans of file
 #: ids at once, one thread and reader connection each (SQLite runs without the GIL): bm25 must score
@@ -102,6 +105,10 @@ QUESTION_SAMPLE_FILES = 2000
 #: and excluded phrases, estimated like a question), the costliest are loosened (see fit_phrases):
 #: "the the the ..." holds only words found in nearly every section.
 PHRASE_MAX_COST = 300_000
+#: The attempts at ranking a question (see rank_in_time): how long each may take (seconds) and
+#: the share of the question's words it keeps, the rarest (at least one). The last is bounded by
+#: SEARCH_TIME_LIMIT_SECONDS only.
+QUESTION_ATTEMPTS = ((0.5, 1.0), (0.25, 0.25), (math.inf, 0.0))
 _MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"  # private-use markers, replaced by ** after locating lines
 HIGHLIGHT = "**"
 #: The file's own "**" (Markdown bold, Python's **kwargs) is shown escaped, so that a bare "**"
@@ -155,10 +162,18 @@ def parse_query(text: str) -> ParsedQuery:
     # Each part's words, and those of the character before a trailing "*": a prefix needs a letter there.
     words_of = database.query_words([*raws, *(raw.rstrip("*")[-1:] for raw in raws)])
     budget = MAX_QUERY_TERMS
+    command = bool(parts) and parts[0].group(2) is None and not parts[0].group(3) and bool(_COMMAND.match(raws[0]))
     for match, raw, words, before_star in zip(parts, raws, words_of, words_of[len(raws):]):
         words = _searchable(words, parsed)
         if not words:
             continue
+        quoted, excluded = match.group(2) is not None, bool(match.group(1) or match.group(3))
+        if excluded and not quoted and _is_option(raw, command):
+            excluded = False
+            parsed.warnings.append(
+                f"-{raw} was searched as a word (an option of a command line); write -\"{' '.join(words)}\" to leave out"
+                " files with it"
+            )
         if len(words) > MAX_PHRASE_WORDS:
             parsed.warnings.append(f"a phrase of {len(words)} words was searched as its first {MAX_PHRASE_WORDS}")
             words = words[:MAX_PHRASE_WORDS]
@@ -168,15 +183,30 @@ def parse_query(text: str) -> ParsedQuery:
             if not words:
                 break
         budget -= len(words)
-        quoted, excluded = match.group(2) is not None, bool(match.group(1) or match.group(3))
         if not quoted and raw.endswith("*") and len(words) == 1 and before_star:
             _add_prefix(parsed, words[0], excluded)
-        else:
-            _add_unique(parsed.excluded if excluded else parsed.phrases if quoted else parsed.terms, words, repeats=not quoted and not excluded)
-    if not (parsed.terms or parsed.phrases or parsed.prefixes):  # "-foo" alone: search for foo
+            continue
+        if not quoted and raw.endswith("*") and before_star:
+            parsed.warnings.append(f"{raw} was searched as the phrase {' '.join(words)!r}: a prefix* is one word")
+        _add_unique(parsed.excluded if excluded else parsed.phrases if quoted else parsed.terms, words, repeats=not quoted and not excluded)
+    if not (parsed.terms or parsed.phrases or parsed.prefixes) and (parsed.excluded or parsed.excluded_prefixes):
+        parsed.warnings.append("the query had only words to leave out, so they were searched for instead")
         parsed.terms, parsed.excluded = parsed.excluded, []
         parsed.prefixes, parsed.excluded_prefixes = parsed.excluded_prefixes, []
     return parsed
+
+
+#: A command in PowerShell's Verb-Noun form (Get-ChildItem, ConvertTo-Json): the -words after it are
+#: its parameters.
+_COMMAND = re.compile(r"[A-Za-z][A-Za-z0-9]*-[A-Za-z][A-Za-z0-9]*$")
+
+
+def _is_option(raw: str, after_command: bool) -> bool:
+    """Whether ``-raw`` (raw: what follows the first dash) is a command line's option, searched as a
+    word, rather than a word to leave out: a long option (--amend), one or two letters (-r, -la),
+    mixed case (-Recurse, -sSL), or anything after a Verb-Noun command."""
+    name = raw.lstrip("-")
+    return after_command or raw.startswith("-") or len(name) <= 2 or (name != name.lower() and name != name.upper())
 
 
 def _searchable(words: list[str], parsed: ParsedQuery) -> list[str]:
@@ -328,17 +358,14 @@ def search(
         build_match(parsed)
     except QueryError:
         raise QueryError(query, _nothing_to_search(parsed)) from None
-    deadline = time.monotonic() + SEARCH_TIME_LIMIT_SECONDS
-
-    def should_stop() -> bool:
-        return (cancelled is not None and cancelled()) or time.monotonic() > deadline
-
+    limits = Limits(cancelled, time.monotonic() + SEARCH_TIME_LIMIT_SECONDS)
     conn = database.reader(db_path)
     try:
-        with database.snapshot(conn), database.interruptible(conn, should_stop):
+        with database.snapshot(conn), database.interruptible(conn, limits.reached):
             plan = plan_within_bounds(conn, parsed)
             excluded = database.matching_files(conn, plan.excluded) if plan.excluded else database.NO_FILES
-            ranked, feedback, files_matched = rank(Searching(db_path, conn, should_stop, excluded), parsed, plan, limit)
+            run = Searching(db_path, conn, limits.reached, excluded)
+            plan, (ranked, feedback, files_matched) = rank_in_time(run, parsed, plan, limit, limits)
             sections = {rowid: showable(section) for rowid, section in database.load_sections(conn, [rowid for rowid, _ in ranked]).items()}
             # Snippets highlight the user's own words; a file found only by feedback words is shown
             # with those.
@@ -361,6 +388,63 @@ def search(
         "query": query[:MAX_QUERY_CHARS], "results": results[:kept], "files_matched": max(files_matched, len(results)),
         "indexing": indexing, "warnings": warnings,
     }
+
+
+@dataclass
+class Limits:
+    """When a search's SQLite work must stop: the caller cancelled it, it passed its deadline, or
+    the attempt at ranking a question that rank_in_time is making ran out of its time."""
+
+    cancelled: Callable[[], bool] | None
+    deadline: float
+    attempt_ends: float = math.inf
+
+    def reached(self) -> bool:
+        return self.outer_reached() or time.monotonic() > self.attempt_ends
+
+    def outer_reached(self) -> bool:
+        return (self.cancelled is not None and self.cancelled()) or time.monotonic() > self.deadline
+
+
+def rank_in_time(run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: int, limits: Limits) -> tuple[MatchPlan, Ranking]:
+    """rank(), with each attempt at a question bounded in time (QUESTION_ATTEMPTS): bm25 reads every
+    position of every word of a question in the sections it matches, and how densely a word fills
+    them is something fit_question's estimate cannot see. An attempt that runs out is made again
+    with the question's rarest words only; the reply names the words left out. Returns the plan
+    that was ranked, with its ranking."""
+    steps = QUESTION_ATTEMPTS if plan.question else ((math.inf, 1.0),)
+    original = plan
+    for number, (seconds, share) in enumerate(steps):
+        left_out: list[str] = []
+        if number:
+            plan, left_out = _rarest_words(run.conn, original, share)
+        limits.attempt_ends = time.monotonic() + seconds
+        try:
+            ranking = rank(run, parsed, plan, limit)
+        except sqlite3.Error as exc:
+            if not database.is_interruption(exc) or limits.outer_reached():
+                raise
+            if not run.conn.in_transaction:  # SQLite ended the snapshot with the interrupted write
+                run.conn.execute("BEGIN")
+                run = replace(run, excluded=database.matching_files(run.conn, plan.excluded) if plan.excluded else database.NO_FILES)
+            continue
+        finally:
+            limits.attempt_ends = math.inf
+        if left_out:
+            parsed.warnings.append(f"the question took too long to rank with all its words; these were left out: {', '.join(left_out)}")
+        return plan, ranking
+    raise AssertionError("the last of QUESTION_ATTEMPTS has no time limit")
+
+
+def _rarest_words(conn: sqlite3.Connection, plan: MatchPlan, share: float) -> tuple[MatchPlan, list[str]]:
+    """The question's plan with only the rarest ``share`` of its words (at least one) and none of
+    its prefix* terms (which cost the same in every attempt), and what was left out."""
+    words = list(dict.fromkeys(part for part in plan.shown if not part.endswith("*")))
+    rows = dict(zip(words, database.estimated_rows_each(conn, words, QUESTION_SAMPLE_FILES)))
+    kept = set(sorted(words, key=rows.__getitem__)[: max(1, int(len(words) * share))])
+    parts = [part for part in plan.shown if part in kept]
+    left_out = [part.replace('"', "") for part in dict.fromkeys(plan.shown) if part not in kept]
+    return replace(plan, precise=highlight_match(parts), shown=tuple(parts)), left_out
 
 
 def _nothing_to_search(parsed: ParsedQuery) -> str:
@@ -599,7 +683,7 @@ def _snippets(conn: sqlite3.Connection, highlights: Sequence[Sequence[str]], sec
         if not parts or not bodies:
             continue
         match = highlight_match(parts)
-        words = [part.strip('*"').split(" ")[0].lower() for part in parts]
+        words = list(dict.fromkeys(part.strip('*"').split(" ")[0].lower() for part in parts))[:SNIPPET_MAX_WORDS]
         windows = {rowid: snippet_window(body, words) for rowid, body in bodies.items()}
         while windows:
             texts = {

@@ -139,3 +139,12 @@ def test_the_largest_accepted_values_run(source: Path, tmp_path: Path) -> None:
         assert server.call("search", {"query": "alpha"})["structuredContent"]["results"]
         assert server.close() == 0
         assert "Traceback" not in server.stderr, server.stderr
+
+
+@pytest.mark.parametrize("bad", ["n" * 300, "~nosuchuser/notes"])
+def test_unusable_relative_paths_are_one_line_errors(tmp_path: Path, bad: str) -> None:
+    run = subprocess.run(
+        [sys.executable, str(MAIN_PY), "status", "--source", bad], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert "source_directory" in run.stderr and "Traceback" not in run.stderr

@@ -4,6 +4,7 @@ status tells every process the truth."""
 
 from __future__ import annotations
 
+import grp
 import json
 import os
 import random
@@ -19,7 +20,7 @@ import pytest
 
 import indexer as indexer_module
 from database import IndexWriter, WriterLock, lock_path
-from exceptions import Cancelled
+from exceptions import Cancelled, SourceUnavailableError
 from indexer import RACY_WINDOW_NS, TextIndexer, read_status
 from models import ScanProgress, ServerConfig
 from reliability_helpers import (
@@ -530,3 +531,50 @@ def test_an_index_directory_deleted_under_a_server_is_made_again(tmp_path: Path)
 
 def stat_mode(path: Path) -> int:
     return path.stat().st_mode & 0o777
+
+
+def test_a_one_file_refresh_under_a_swapped_source_changes_nothing(indexer: TextIndexer, config: ServerConfig, source: Path,
+                                                                    tmp_path: Path) -> None:
+    notes(source, 3)
+    indexer.scan()
+    swap_source(source, tmp_path / "parked")
+    write(source, "other.md", "a stray note\n")
+    failed = indexer.scan()
+    assert failed["success"] is False
+    with pytest.raises(SourceUnavailableError, match="not the folder the index was made from"):
+        indexer.refresh_file("n1.md")
+    status = read_status(config, indexer)
+    assert status["indexed_files"] == 3 and "holding none of the 3 indexed files" in status["last_error"], status
+
+
+def test_the_error_count_survives_a_damaged_index_rebuilt_by_another_process(tmp_path: Path) -> None:
+    source, index_dir = tmp_path / "notes", tmp_path / "idx"
+    write(source, "a.md", "alpha\n")
+    args = ("--source", str(source), "--index-dir", str(index_dir))
+    assert rel_run_main("index", *args).returncode == 0
+    swap_source(source, tmp_path / "away")  # an empty folder in its place: each scan fails
+    for _ in range(3):
+        assert rel_run_main("index", *args).returncode == 1
+    before = status_of(source, index_dir)["errors_encountered"]
+    source.rmdir()
+    (tmp_path / "away").rename(source)
+    db = rel_db_path(source, index_dir)
+    db.write_bytes(b"this is no longer an index" * 100)
+    assert rel_run_main("index", *args).returncode == 0  # moves it aside, rebuilds: one more error
+    after = status_of(source, index_dir)
+    assert after["indexed_files"] == 1 and after["errors_encountered"] >= before + 1, (before, after)
+
+
+def test_an_index_directory_a_group_may_write_to_is_refused(tmp_path: Path) -> None:
+    source, index_dir = tmp_path / "notes", tmp_path / "idx"
+    write(source, "a.md", "alpha\n")
+    index_dir.mkdir()
+    index_dir.chmod(0o770)
+    other_group = next((g.gr_gid for g in grp.getgrall() if g.gr_gid != os.getegid()), None)
+    if other_group is None:
+        pytest.skip("no group other than this user's own to give the folder to")
+    os.chown(index_dir, -1, other_group)
+    done = rel_run_main("index", "--source", str(source), "--index-dir", str(index_dir))
+    assert done.returncode == 1 and "may write to it" in done.stderr, done.stderr
+    index_dir.chmod(0o750)
+    assert rel_run_main("index", "--source", str(source), "--index-dir", str(index_dir)).returncode == 0

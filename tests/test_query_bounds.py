@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import search as search_module
-from exceptions import Cancelled, QueryError
+from exceptions import Cancelled, IndexUnavailableError, QueryError
 from indexer import TextIndexer
 from main import run_cancellable
 from models import ServerConfig
@@ -320,3 +320,55 @@ def test_text_a_reply_shows_cannot_fake_a_match_or_grow_in_json(config: ServerCo
     assert "\x1b" not in hit["snippet"] and "\x07" not in hit["snippet"]
     stars = search(config.db_path, "koala", 10)["results"][0]
     assert len(stars["snippet"]) <= SNIPPET_MAX_CHARS + 8, len(stars["snippet"])
+
+
+def test_a_question_that_runs_out_of_time_is_ranked_again_with_its_rarest_words(
+    index: ServerConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """How densely words fill sections is invisible to the estimates: each attempt has a time limit."""
+    question = "common words things note text 11 12 com*"
+    monkeypatch.setattr(search_module, "QUESTION_ATTEMPTS", ((0.0, 1.0), (0.0, 0.25), (float("inf"), 0.0)))
+    reply = search(index.db_path, question, 10)
+    note = next(text for text in reply["warnings"] if "took too long to rank" in text)
+    assert "com*" in note and "common" in note, note  # the last attempt keeps the rarest word, no prefix
+    assert [hit["path"] for hit in reply["results"]][:1] in (["d1/n11.md"], ["d2/n12.md"])
+    monkeypatch.setattr(search_module, "QUESTION_ATTEMPTS", ((float("inf"), 1.0),))
+    assert not any("took too long" in text for text in search(index.db_path, question, 10)["warnings"])
+
+
+@pytest.mark.parametrize(
+    ("query", "excluded", "warned"),
+    [
+        ("Get-ChildItem -Recurse", None, "-Recurse was searched as a word"),
+        ("git commit --amend", None, "--amend was searched as a word"),
+        ("ls -la", None, "-la was searched as a word"),
+        ("curl -sSL", None, "-sSL was searched as a word"),
+        ("apples -pears", '("pears")', None),
+        ('Get-Process -"name"', '("name")', None),
+        ("?? -draft", None, "only words to leave out"),
+        ("Get-Child*", None, "a prefix* is one word"),
+    ],
+)
+def test_command_lines_keep_their_options_and_every_reading_is_named(query: str, excluded: str | None, warned: str | None) -> None:
+    parsed = parse_query(query)
+    plan = search_module.build_match(parsed)
+    assert plan.excluded == excluded
+    assert (warned is None and parsed.warnings == []) or any(warned in text for text in parsed.warnings if warned), parsed.warnings
+
+
+def test_a_damaged_section_is_reported_and_the_next_scan_rebuilds_the_index(config: ServerConfig, indexer: TextIndexer, source: Path) -> None:
+    import sqlite3
+
+    for n in range(5):
+        write(source, f"n{n}.md", f"zqsharedqz note {n}\n")
+    indexer.scan()
+    damaged = sqlite3.connect(config.db_path)
+    damaged.execute("UPDATE sections SET body = zeroblob(40) WHERE id = (SELECT min(id) FROM sections)")
+    damaged.commit()
+    damaged.close()
+    with pytest.raises(IndexUnavailableError, match="stored text is damaged"):
+        search(config.db_path, "zqsharedqz", 10)
+    indexer.damage_suspected = True  # what the MCP tool does when a search fails so
+    assert indexer.scan()["success"]
+    assert indexer.writer.recovered_from is not None
+    assert len(search(config.db_path, "zqsharedqz", 10)["results"]) == 5
