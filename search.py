@@ -754,11 +754,16 @@ def snippet_window(body: str, words: Sequence[str]) -> tuple[int, int]:
 #: six times longer and which mean nothing to a reader, and the private-use characters that mark
 #: matches here, so that a file's own copy of them never reads as a match. One for one: offsets hold.
 _UNSHOWABLE = dict.fromkeys([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0), ord(_MARK_OPEN), ord(_MARK_CLOSE)], "\ufffd")
+#: Finds one of them: most text has none, and a search is far cheaper than translate() over it.
+_HAS_UNSHOWABLE = re.compile("[" + "".join(map(chr, _UNSHOWABLE)) + "]")
 
 
 def showable(section: dict[str, object]) -> dict[str, object]:
     """A loaded section with its text, heading and title as a reply may show them (_UNSHOWABLE)."""
-    return {key: value.translate(_UNSHOWABLE) if key in ("body", "title", "heading") else value for key, value in section.items()}
+    return {
+        key: value.translate(_UNSHOWABLE) if key in ("body", "title", "heading") and _HAS_UNSHOWABLE.search(value) else value
+        for key, value in section.items()
+    }
 
 
 def _hit(section: dict, snippet: str, score: float) -> SearchHit:

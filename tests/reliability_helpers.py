@@ -97,6 +97,15 @@ class RelCorpus:
         return {rel_token(no, version): rel for rel, (no, version) in self.versions.items()}
 
 
+def rel_corpus(root: Path, files: int, paragraphs: int, seed: int) -> RelCorpus:
+    """A new RelCorpus of ``files`` notes of ``paragraphs`` paragraphs in the new folder ``root``."""
+    root.mkdir()
+    corpus = RelCorpus(root, random.Random(seed))
+    for _ in range(files):
+        corpus.add(paragraphs=paragraphs)
+    return corpus
+
+
 def rel_run_main(*args: str, timeout: float = 120, prefix: tuple[str, ...] = (), **kwargs) -> subprocess.CompletedProcess:
     """Run main.py with the venv's Python (after ``prefix``, e.g. rel_unprivileged()); fail the
     test on a hang rather than wait forever."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 import grp
 import json
 import os
-import random
 import shutil
 import signal
 import subprocess
@@ -25,8 +24,8 @@ from indexer import RACY_WINDOW_NS, TextIndexer, read_status
 from models import ScanProgress, ServerConfig
 from reliability_helpers import (
     MAIN_PY,
-    RelCorpus,
     RelStdioServer,
+    rel_corpus,
     rel_db_path,
     rel_integrity,
     rel_run_main,
@@ -218,10 +217,7 @@ def wal_size(db: Path) -> int:
 
 def test_the_wal_is_truncated_after_a_scan_that_wrote_and_on_exit(tmp_path: Path) -> None:
     source, index_dir = tmp_path / "notes", tmp_path / "idx"
-    source.mkdir()
-    corpus = RelCorpus(source, random.Random(11))
-    for _ in range(400):
-        corpus.add(paragraphs=12)
+    corpus = rel_corpus(source, 400, 12, seed=11)
     args = ("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0.5")
     db = rel_db_path(source, index_dir)
     with RelStdioServer(*args) as server:
@@ -499,10 +495,7 @@ def test_a_deleted_lock_file_never_lets_two_processes_write_at_once(config: Serv
 
 def test_sigterm_during_an_index_run_closes_the_index_and_truncates_its_wal(tmp_path: Path) -> None:
     source, index_dir = tmp_path / "notes", tmp_path / "idx"
-    source.mkdir()
-    corpus = RelCorpus(source, random.Random(5))
-    for _ in range(3000):
-        corpus.add(paragraphs=6)
+    rel_corpus(source, 3000, 6, seed=5)
     proc = subprocess.Popen([sys.executable, str(MAIN_PY), "index", "--source", str(source), "--index-dir", str(index_dir)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60

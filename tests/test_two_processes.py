@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 from database import WriterLock, lock_path
-from reliability_helpers import MAIN_PY, RelCorpus, RelStdioServer, rel_check_index, rel_db_path, rel_run_main, rel_token
+from reliability_helpers import MAIN_PY, RelStdioServer, rel_check_index, rel_corpus, rel_db_path, rel_run_main, rel_token
 from tests.conftest import write
 
 
@@ -75,10 +75,7 @@ def test_a_refresh_waits_for_the_other_writer_then_succeeds(tmp_path: Path) -> N
 
 def test_two_servers_and_the_cli_on_one_source_share_the_index_without_errors(tmp_path: Path) -> None:
     source, index_dir = tmp_path / "notes", tmp_path / "idx"
-    source.mkdir()
-    corpus = RelCorpus(source, random.Random(21))
-    for _ in range(1500):
-        corpus.add(paragraphs=2)
+    corpus = rel_corpus(source, 1500, 2, seed=21)
     args = ("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0.3")
     errors: list[str] = []
     with RelStdioServer(*args, timeout=180) as first, RelStdioServer(*args, timeout=180) as second:
