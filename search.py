@@ -105,6 +105,9 @@ QUESTION_SAMPLE_FILES = 2000
 #: and excluded phrases, estimated like a question), the costliest are loosened (see fit_phrases):
 #: "the the the ..." holds only words found in nearly every section.
 PHRASE_MAX_COST = 300_000
+#: Phrases of this many words in all are not estimated: at worst they cost a few times a word in
+#: every section, and most queries with a phrase are no more.
+PHRASE_FREE_WORDS = 4
 #: The attempts at ranking a question (see rank_in_time): how long each may take (seconds) and
 #: the share of the question's words it keeps, the rarest (at least one). The last is bounded by
 #: SEARCH_TIME_LIMIT_SECONDS only.
@@ -474,7 +477,7 @@ def fit_phrases(conn: sqlite3.Connection, parsed: ParsedQuery) -> None:
     ]
     if parsed.terms and all(_is_stopword(t) for t in parsed.terms) and len(parsed.terms) > MAX_AND_TERMS:
         groups.append(("stopwords", 0, [w for t in parsed.terms for w in t][:MAX_PHRASE_WORDS]))
-    if not groups:
+    if sum(len(group) for _, _, group in groups) <= PHRASE_FREE_WORDS:
         return
     words = list(dict.fromkeys(w for _, _, group in groups for w in group))
     together = [" AND ".join(_quote([w]) for w in dict.fromkeys(group)) for _, _, group in groups]
