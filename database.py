@@ -399,26 +399,33 @@ class WriterLock:
         if self._fd is not None:
             self._write(self._fd, f"{phase} {files_done} {files_total} {errors}")
 
-    def last_record(self) -> LockHolder | None:
-        """What the last holder recorded, whether or not anyone holds the lock now."""
+    def _open_to_read(self) -> int | None:
+        """A descriptor of the lock file if it is a regular file (never a link, never a FIFO's wait)."""
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError:
             return None
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+        os.close(fd)
+        return None
+
+    def last_record(self) -> LockHolder | None:
+        """What the last holder recorded, whether or not anyone holds the lock now."""
+        fd = self._open_to_read()
+        if fd is None:
+            return None
         try:
-            return _read_holder(fd) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+            return _read_holder(fd)
         finally:
             os.close(fd)
 
     def holder(self) -> LockHolder | None:
         """Who holds the lock now (this process included) and what it recorded, or None."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except OSError:
+        fd = self._open_to_read()
+        if fd is None:
             return LockHolder(os.getpid()) if self._depth else None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
             if not self._depth:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)

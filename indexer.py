@@ -742,12 +742,20 @@ class TextIndexer:
         """Raise SourceUnavailableError if the source, or a mount point in it, is no longer the
         folder this scan walked (replaced, or a drive unmounted): a file missing now may not be
         deleted, so nothing more is written. Called before each commit."""
+        changed = self._changed_folder(self._expected)
+        if changed is not None:
+            raise SourceUnavailableError(
+                str(changed), "it was replaced or unmounted during the scan; what was not yet written is left as it was"
+            )
+
+    def _changed_folder(self, identities: Mapping[str, str], holding: str = "") -> Path | None:
+        """The first of the source's folders in ``identities`` (path -> identity) that holds
+        ``holding`` and is no longer that folder, or None."""
         root = self.config.source_directory
-        for folder, expected in self._expected.items():
-            if _identity_of(root / folder) != expected:
-                raise SourceUnavailableError(
-                    str(root / folder), "it was replaced or unmounted during the scan; what was not yet written is left as it was"
-                )
+        return next(
+            (root / folder for folder, was in identities.items() if holding.startswith(folder) and _identity_of(root / folder) != was),
+            None,
+        )
 
     def _record_progress(self) -> None:
         progress = self.progress
@@ -857,14 +865,12 @@ class TextIndexer:
     def _check_recorded_folders(self, rel: str) -> None:
         """Refuse a one-file refresh under the source, or a mount point in it, that is no longer the
         folder the last scan recorded: the file may be missing only because a drive is unmounted."""
-        recorded: dict[str, str] = json.loads(self.writer.meta().get("mounts") or "{}")
-        root = self.config.source_directory
-        for folder, was in recorded.items():
-            if rel.startswith(folder) and _identity_of(root / folder) != was:
-                raise SourceUnavailableError(
-                    str(root / folder), "it is not the folder the index was made from (replaced or unmounted?); nothing was"
-                    " changed: refresh everything to check it",
-                )
+        changed = self._changed_folder(json.loads(self.writer.meta().get("mounts") or "{}"), rel)
+        if changed is not None:
+            raise SourceUnavailableError(
+                str(changed), "it is not the folder the index was made from (replaced or unmounted?); nothing was"
+                " changed: refresh everything to check it",
+            )
 
     def _write_refreshed(self, rel: str, loaded: LoadedFile | FileSkipped | None) -> RefreshReply:
         current = self.writer.stored_file(rel)
