@@ -152,6 +152,10 @@ class ParsedQuery:
     #: A query of stopwords only is searched as a phrase first, unless fit_phrases says it is costly.
     stopword_phrase: bool = True
 
+    def has_words(self) -> bool:
+        """Whether anything is left to search for (exclusions alone leave nothing)."""
+        return bool(self.terms or self.phrases or self.prefixes)
+
 
 def parse_query(text: str) -> ParsedQuery:
     """Split user text into terms, "phrases", prefix* terms and -exclusions, within the bounds
@@ -192,7 +196,7 @@ def parse_query(text: str) -> ParsedQuery:
         if not quoted and raw.endswith("*") and before_star:
             parsed.warnings.append(f"{raw} was searched as the phrase {' '.join(words)!r}: a prefix* is one word")
         _add_unique(parsed.excluded if excluded else parsed.phrases if quoted else parsed.terms, words, repeats=not quoted and not excluded)
-    if not (parsed.terms or parsed.phrases or parsed.prefixes) and (parsed.excluded or parsed.excluded_prefixes):
+    if not parsed.has_words() and (parsed.excluded or parsed.excluded_prefixes):
         parsed.warnings.append("the query had only words to leave out, so they were searched for instead")
         parsed.terms, parsed.excluded = parsed.excluded, []
         parsed.prefixes, parsed.excluded_prefixes = parsed.excluded_prefixes, []
@@ -274,7 +278,7 @@ def build_match(parsed: ParsedQuery) -> MatchPlan:
     terms = parsed.terms
     content = [t for t in terms if not _is_stopword(t)]
     required = [_quote(p) for p in parsed.phrases] + [_quote([p]) + "*" for p in parsed.prefixes]
-    if not required and not terms:
+    if not parsed.has_words():
         raise QueryError("", "the query has no words to search for")
     question = len(content) > MAX_AND_TERMS
     if question:
@@ -357,17 +361,14 @@ def search(
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
         raise QueryError(query, f"limit must be a whole number from 1 to {MAX_LIMIT}, got {limit!r}")
     parsed = parse_query(query)
-    try:
-        build_match(parsed)
-    except QueryError:
-        raise QueryError(query, _nothing_to_search(parsed)) from None
+    if not parsed.has_words():
+        raise QueryError(query, _nothing_to_search(parsed))
     limits = Limits(cancelled, time.monotonic() + SEARCH_TIME_LIMIT_SECONDS)
     conn = database.reader(db_path)
     try:
         with database.snapshot(conn), database.interruptible(conn, limits.reached):
             plan = plan_within_bounds(conn, parsed)
-            excluded = database.matching_files(conn, plan.excluded) if plan.excluded else database.NO_FILES
-            run = Searching(db_path, conn, limits.reached, excluded)
+            run = Searching(db_path, conn, limits.reached, _excluded_files(conn, plan))
             plan, (ranked, feedback, files_matched) = rank_in_time(run, parsed, plan, limit, limits)
             sections = {rowid: showable(section) for rowid, section in database.load_sections(conn, [rowid for rowid, _ in ranked]).items()}
             # Snippets highlight the user's own words; a file found only by feedback words is shown
@@ -429,7 +430,7 @@ def rank_in_time(run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: in
                 raise
             if not run.conn.in_transaction:  # SQLite ended the snapshot with the interrupted write
                 run.conn.execute("BEGIN")
-                run = replace(run, excluded=database.matching_files(run.conn, plan.excluded) if plan.excluded else database.NO_FILES)
+                run = replace(run, excluded=_excluded_files(run.conn, plan))
             continue
         finally:
             limits.attempt_ends = math.inf
@@ -448,6 +449,11 @@ def _rarest_words(conn: sqlite3.Connection, plan: MatchPlan, share: float) -> tu
     parts = [part for part in plan.shown if part in kept]
     left_out = [part.replace('"', "") for part in dict.fromkeys(plan.shown) if part not in kept]
     return replace(plan, precise=highlight_match(parts), shown=tuple(parts)), left_out
+
+
+def _excluded_files(conn: sqlite3.Connection, plan: MatchPlan) -> str:
+    """The files the plan's -exclusions leave out (database.matching_files), in this snapshot."""
+    return database.matching_files(conn, plan.excluded) if plan.excluded else database.NO_FILES
 
 
 def _nothing_to_search(parsed: ParsedQuery) -> str:
