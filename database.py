@@ -812,6 +812,7 @@ def reader(db_path: Path) -> sqlite3.Connection:
         _configure(conn)
         conn.execute(f'CREATE VIRTUAL TABLE IF NOT EXISTS temp.snippet_fts USING fts5(title, heading, body, tokenize="{TOKENIZER}")')
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS question_hits (id INTEGER PRIMARY KEY, score REAL NOT NULL)")
+        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sections_vocab USING fts5vocab(main, sections_fts, row)")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.Error as exc:
         raise IndexUnavailableError(str(db_path), f"cannot open: {exc}") from None
@@ -849,29 +850,81 @@ def drop_reader(db_path: Path) -> None:
 _words_local = threading.local()
 
 
+def _word_tables() -> sqlite3.Connection:
+    """This thread's in-memory FTS5 tables that split text as the index does: ``words`` (not
+    stemmed) and ``stems`` (stemmed, as the index stores them), each with its list of tokens."""
+    conn = getattr(_words_local, "conn", None)
+    if conn is None:
+        conn = _words_local.conn = sqlite3.connect(":memory:", isolation_level=None)
+        conn.execute(f'CREATE VIRTUAL TABLE words USING fts5(text, tokenize="{WORD_TOKENIZER}")')
+        conn.execute("CREATE VIRTUAL TABLE words_read USING fts5vocab(words, instance)")
+        conn.execute(f'CREATE VIRTUAL TABLE stems USING fts5(text, tokenize="{TOKENIZER}")')
+        conn.execute("CREATE VIRTUAL TABLE stems_read USING fts5vocab(stems, instance)")
+    return conn
+
+
+def _tokens(texts: Sequence[str], table: str) -> list[list[str]]:
+    conn = _word_tables()
+    tokens: list[list[str]] = [[] for _ in texts]
+    conn.execute("BEGIN")
+    try:
+        # A lone surrogate cannot be given to SQLite: it becomes "?", which separates words.
+        conn.executemany(
+            f"INSERT INTO {table} (rowid, text) VALUES (?, ?)",
+            ((number, text.encode("utf-8", "replace").decode("utf-8")) for number, text in enumerate(texts)),
+        )
+        for number, token in conn.execute(f"SELECT doc, term FROM {table}_read ORDER BY doc, offset"):
+            tokens[number].append(token)
+    finally:
+        conn.execute("ROLLBACK")
+    return tokens
+
+
 def query_words(texts: Sequence[str]) -> list[list[str]]:
     """The words FTS5 reads in each of ``texts``, in order: lowercase, without diacritics, not
     stemmed (the index stems them when they are searched). Made by FTS5's own tokenizer, in an
     in-memory table of this thread: a regular expression would disagree with it on thousands of
     code points."""
-    conn = getattr(_words_local, "conn", None)
-    if conn is None:
-        conn = _words_local.conn = sqlite3.connect(":memory:", isolation_level=None)
-        conn.execute(f'CREATE VIRTUAL TABLE words USING fts5(text, tokenize="{WORD_TOKENIZER}")')
-        conn.execute("CREATE VIRTUAL TABLE word_list USING fts5vocab(words, instance)")
-    words: list[list[str]] = [[] for _ in texts]
-    conn.execute("BEGIN")
-    try:
-        # A lone surrogate cannot be given to SQLite: it becomes "?", which separates words.
-        conn.executemany(
-            "INSERT INTO words (rowid, text) VALUES (?, ?)",
-            ((number, text.encode("utf-8", "replace").decode("utf-8")) for number, text in enumerate(texts)),
-        )
-        for number, word in conn.execute("SELECT doc, term FROM word_list ORDER BY doc, offset"):
-            words[number].append(word)
-    finally:
-        conn.execute("ROLLBACK")
-    return words
+    return _tokens(texts, "words")
+
+
+def stems(words: Sequence[str]) -> list[str]:
+    """The stem the index stores for each of ``words`` (each one word, as query_words gives them)."""
+    return [" ".join(read) for read in _tokens(words, "stems")]
+
+
+def index_totals(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(sections, words in them) in the index, from FTS5's own record of them: no counting."""
+    row = conn.execute("SELECT block FROM sections_fts_data WHERE id = 1").fetchone()
+    values = _varints(row[0]) if row and row[0] else []
+    return (values[0], sum(values[1:])) if values else (0, 0)
+
+
+def _varints(blob: bytes) -> list[int]:
+    """SQLite's variable-length integers, one after another in ``blob``."""
+    values: list[int] = []
+    at = 0
+    while at < len(blob):
+        value = 0
+        for count in range(9):
+            byte = blob[at]
+            at += 1
+            if count == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if byte < 0x80 or at >= len(blob):
+                break
+        values.append(value)
+    return values
+
+
+def sections_with(conn: sqlite3.Connection, stems_: Iterable[str]) -> dict[str, int]:
+    """How many sections hold each of ``stems_`` (as stems() gives them; absent ones are left out)."""
+    wanted = list(dict.fromkeys(stems_))
+    return dict(conn.execute(
+        "SELECT term, doc FROM temp.sections_vocab WHERE term IN (SELECT value FROM json_each(?))", (json.dumps(wanted),)
+    ).fetchall()) if wanted else {}
 
 
 #: A rowid range [low, high) of sections_fts: the sections of a range of file ids.
@@ -977,6 +1030,28 @@ def best_section_of_every_file(
     ).fetchall()
 
 
+def files_with_each(conn: sqlite3.Connection, matches: Sequence[str], excluded: str = NO_FILES) -> list[int]:
+    """The ids of the files in which each of ``matches`` matches some section (not necessarily the
+    same one), but those in ``excluded``."""
+    each = " INTERSECT ".join(f"SELECT rowid >> {SECTION_BITS} AS id FROM sections_fts WHERE sections_fts MATCH ?" for _ in matches)
+    rows = conn.execute(
+        f"SELECT id FROM ({each}) WHERE id NOT IN (SELECT value FROM json_each(?)) ORDER BY id", (*matches, excluded)
+    ).fetchall()
+    return [file_id for (file_id,) in rows]
+
+
+def best_section_of_files(
+    conn: sqlite3.Connection, match: str, weights: Sequence[float], files: Sequence[int], limit: int
+) -> list[tuple[int, float]]:
+    """The best section matching ``match`` of each of the top ``limit`` of ``files``: [(rowid, bm25)]."""
+    return conn.execute(
+        "WITH hits AS MATERIALIZED (SELECT rowid AS id, bm25(sections_fts, ?, ?, ?) AS score FROM sections_fts"
+        f" WHERE sections_fts MATCH ? AND (rowid >> {SECTION_BITS}) IN (SELECT value FROM json_each(?)))"
+        f" SELECT id, min(score) AS best FROM hits GROUP BY id >> {SECTION_BITS} ORDER BY best, id LIMIT ?",
+        (*weights, match, json.dumps(list(files)), limit),
+    ).fetchall()
+
+
 def count_matching_files(conn: sqlite3.Connection, match: str, span: Span = EVERY_ROW, excluded: str = NO_FILES) -> int:
     return conn.execute(
         f"SELECT count(DISTINCT rowid >> {SECTION_BITS}) FROM sections_fts"
@@ -1062,20 +1137,21 @@ def best_question_hits(conn: sqlite3.Connection, limit: int) -> list[tuple[int, 
 
 
 def best_with_feedback(
-    conn: sqlite3.Connection, feedback_match: str, weights: Sequence[float], question_weight: float, limit: int,
+    conn: sqlite3.Connection, feedback_match: str, weights: Sequence[float], feedback_share: float, limit: int,
     excluded: str = NO_FILES,
 ) -> list[tuple[int, float]]:
-    """Like best_question_hits, each section scored question_weight * its question score plus its
-    bm25 for ``feedback_match``. bm25 sums over the phrases of a MATCH expression, so this equals
-    one query OR-ing the question's words question_weight times with the feedback words, without
-    reading the question's doclists again."""
+    """Like best_question_hits, each section scored by its question score plus its bm25 for
+    ``feedback_match`` scaled so that the best feedback score is ``feedback_share`` of the best
+    question score: a question of five words and one of fifty give their feedback the same say.
+    The question's doclists are not read again."""
     return conn.execute(
         "WITH feedback AS MATERIALIZED (SELECT rowid AS id, bm25(sections_fts, ?, ?, ?) AS score"
         f" FROM sections_fts WHERE sections_fts MATCH ?{_NOT_EXCLUDED}),"
+        " scale AS (SELECT ? * coalesce((SELECT min(score) FROM temp.question_hits) / nullif((SELECT min(score) FROM feedback), 0), 0) AS k),"
         " combined AS (SELECT id, sum(score) AS score FROM"
-        " (SELECT id, ? * score AS score FROM temp.question_hits UNION ALL SELECT id, score FROM feedback) GROUP BY id)"
+        " (SELECT id, score FROM temp.question_hits UNION ALL SELECT id, (SELECT k FROM scale) * score FROM feedback) GROUP BY id)"
         f" SELECT id, min(score) AS best FROM combined GROUP BY id >> {SECTION_BITS} ORDER BY best LIMIT ?",
-        (*weights, feedback_match, excluded, question_weight, limit),
+        (*weights, feedback_match, excluded, feedback_share, limit),
     ).fetchall()
 
 

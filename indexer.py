@@ -131,9 +131,10 @@ def split_sections(text: str, name: str) -> tuple[str, list[Section]]:
     else:
         headings, title = [], ""
     if not title:
-        title = _first_text_line(padded).strip().lstrip("#").strip()
-        if len(title) > 120 and not headings:
-            title = ""  # a long first line is prose, not a title
+        line = _first_text_line(padded)
+        title = line.strip().lstrip("#").strip()
+        if (len(title) > 120 and not headings) or line.strip() == padded.strip():
+            title = ""  # a long first line is prose; a line alone is the text itself, not its title
     pieces: list[tuple[int, str, str]] = []
     max_chars = max(MAX_SECTION_CHARS, len(text) // (database.MAX_SECTIONS_PER_FILE // 2))
     path: list[tuple[int, str]] = []

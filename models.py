@@ -19,7 +19,7 @@ from typing_extensions import TypedDict
 DB_SUFFIX = ".sqlite3"
 #: The layout of an index file (database.SCHEMA_VERSION). Part of the file's name, with the
 #: settings: two installs of different versions never take each other's index for a damaged one.
-INDEX_FORMAT = 3
+INDEX_FORMAT = 4
 
 
 @dataclass(frozen=True)

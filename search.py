@@ -57,19 +57,26 @@ SNIPPET_MAX_CHARS = 500
 MAX_REPLY_CHARS = 100_000
 #: Up to this many plain words are AND-ed; more are treated as a question and OR-ed.
 MAX_AND_TERMS = 3
-#: bm25 column weights for (title, heading, body).
-COLUMN_WEIGHTS = (3.0, 2.0, 1.0)
-#: Pseudo-relevance feedback for questions: up to FEEDBACK_WORDS words found in at least
-#: FEEDBACK_MIN_FILES of the FEEDBACK_FILES best files are added; the question's own score counts
-#: QUESTION_WEIGHT times, as if each of its words were OR-ed that many times.
+#: bm25 column weights for (title, heading, body). A title or heading is also a line of the text,
+#: so its words count twice; more made short files with a generic title outrank the rest.
+COLUMN_WEIGHTS = (1.0, 1.0, 1.0)
+#: A question counts each of its words (by stem: "shape" and "shapes" are one) at most this often:
+#: a long request repeats its key words, but a generic word said five times must not rule it.
+MAX_REPEATS = 2
+#: Pseudo-relevance feedback for questions: the FEEDBACK_FILES best files of a first pass are taken
+#: as relevant, and up to FEEDBACK_WORDS words found in at least FEEDBACK_MIN_FILES of them and that
+#: best tell them from the other files (feedback_words) are searched too. Their score is scaled so
+#: that the best of it is FEEDBACK_SHARE of the best question score: feedback reorders close calls
+#: and never outweighs the question, however short. bench/relevance.py: 0.1 to 0.2 all beat plain
+#: FTS5 on the seven collections; 0.3 and more lose on the short precise ones (time, npl).
 FEEDBACK_FILES = 10
 FEEDBACK_WORDS = 10
 FEEDBACK_MIN_FILES = 3
+FEEDBACK_SHARE = 0.15
 #: Feedback keeps every section matching the question in a temp table and reads the feedback
 #: words' doclists: skipped when the question matches more files than this.
 FEEDBACK_MAX_FILES = 10_000
 FEEDBACK_MIN_CHARS = 3
-QUESTION_WEIGHT = 2
 SNIPPET_TOKENS = 32
 #: FTS5 tokenizes a section twice to make its snippet (into a temporary index, then to cut the
 #: snippet), ~0.2 ms per 1,000 words. A section longer than 2 * SNIPPET_WINDOW_CHARS is shown from a
@@ -280,12 +287,13 @@ def build_match(parsed: ParsedQuery) -> MatchPlan:
     required = [_quote(p) for p in parsed.phrases] + [_quote([p]) + "*" for p in parsed.prefixes]
     if not parsed.has_words():
         raise QueryError("", "the query has no words to search for")
-    question = len(content) > MAX_AND_TERMS
+    question = bool(content) and len(terms) > MAX_AND_TERMS
     if question:
         # A question describes, it does not filter: its "phrases" and prefix* terms rank files
         # higher instead of being required, and a compound counts word by word ("two-dimensional"
         # as a phrase would give no credit for "two dimensions"). Its stopwords only add noise.
-        shown = [_quote([w]) for t in content for w in t if w not in STOPWORDS] + required
+        words = [w for t in content for w in t if w not in STOPWORDS] + [w for p in parsed.phrases for w in p if w not in STOPWORDS]
+        shown = [_quote([w]) for w in _capped_repeats(words)] + required
         precise, broad = f"({' OR '.join(shown)})", None
         intersects = False
     elif not content and len(terms) > MAX_AND_TERMS:
@@ -301,7 +309,7 @@ def build_match(parsed: ParsedQuery) -> MatchPlan:
         precise = f"({' AND '.join(required + [_quote(phrase[:MAX_PHRASE_WORDS])])})" if parsed.stopword_phrase else broad
         intersects = True
     else:
-        chosen = list(dict.fromkeys(map(tuple, content or terms)))
+        chosen = list(dict.fromkeys(map(tuple, terms)))
         quoted = [_quote(list(t)) for t in chosen]
         shown = required + quoted
         precise = f"({' AND '.join(shown)})"
@@ -309,6 +317,17 @@ def build_match(parsed: ParsedQuery) -> MatchPlan:
         intersects = len(required) + len(chosen) > 1 or any(len(t) > 1 for t in [*chosen, *map(tuple, parsed.phrases)])
     excluded = [_quote(words) for words in parsed.excluded] + [_quote([p]) + "*" for p in parsed.excluded_prefixes]
     return MatchPlan(precise, broad, question, intersects, tuple(shown), highlight_match(excluded) if excluded else None)
+
+
+def _capped_repeats(words: list[str]) -> list[str]:
+    """``words`` with each stem kept at most MAX_REPEATS times ("shape" and "shapes" are one)."""
+    seen: Counter[str] = Counter()
+    kept = []
+    for word, stem in zip(words, database.stems(words)):
+        seen[stem] += 1
+        if seen[stem] <= MAX_REPEATS:
+            kept.append(word)
+    return kept
 
 
 def feedback_match(feedback: Sequence[str]) -> str:
@@ -539,16 +558,27 @@ def rank(run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: int) -> Ra
 
 
 def _rank_keywords(run: Searching, plan: MatchPlan, limit: int) -> Ranking:
+    """Files with a section holding every word first; if they are fewer than ``limit``, then files
+    holding every word in different sections, then files holding some of them (``plan.broad``),
+    each group scored below the one before."""
     best, files_matched = _best_files(run, plan.precise, limit, one_pass=plan.intersects)
     ranked = [(rowid, -bm25) for rowid, bm25 in best]
     if plan.broad and len(ranked) < limit:
         seen = {database.file_id_of(rowid) for rowid, _ in ranked}
-        floor = min((score for _, score in ranked), default=1.0)
+        spread = [f for f in database.files_with_each(run.conn, plan.shown, run.excluded) if f not in seen]
+        if spread:
+            ranked = _below(ranked, database.best_section_of_files(run.conn, plan.broad, COLUMN_WEIGHTS, spread, limit - len(ranked)))
+            seen.update(spread)
         broad, files_matched = _best_files(run, plan.broad, limit + len(ranked), one_pass=False)
-        extra = [(rowid, -bm25) for rowid, bm25 in broad if database.file_id_of(rowid) not in seen][: limit - len(ranked)]
-        top = max((score for _, score in extra), default=1.0) or 1.0
-        ranked += [(rowid, floor * 0.9 * score / top) for rowid, score in extra]
+        ranked = _below(ranked, [(rowid, bm25) for rowid, bm25 in broad if database.file_id_of(rowid) not in seen][: limit - len(ranked)])
     return ranked, [], files_matched
+
+
+def _below(ranked: list[tuple[int, float]], more: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """``ranked`` [(rowid, score)] followed by ``more`` [(rowid, bm25)], scored below its last."""
+    floor = min((score for _, score in ranked), default=1.0)
+    top = max((-bm25 for _, bm25 in more), default=1.0) or 1.0
+    return ranked + [(rowid, floor * 0.9 * -bm25 / top) for rowid, bm25 in more]
 
 
 def _rank_question(run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: int) -> Ranking:
@@ -570,7 +600,7 @@ def _rank_question(run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: 
     feedback = feedback_words(conn, first[:FEEDBACK_FILES], parsed)
     if not feedback:
         return [(rowid, -bm25) for rowid, bm25 in first[:limit]], [], files_matched
-    ranked = database.best_with_feedback(conn, feedback_match(feedback), COLUMN_WEIGHTS, QUESTION_WEIGHT, limit, run.excluded)
+    ranked = database.best_with_feedback(conn, feedback_match(feedback), COLUMN_WEIGHTS, FEEDBACK_SHARE, limit, run.excluded)
     return [(rowid, -bm25) for rowid, bm25 in ranked], feedback, files_matched
 
 
@@ -659,22 +689,41 @@ def _parts_pool() -> ThreadPoolExecutor:
 
 
 def feedback_words(conn: sqlite3.Connection, top: list[tuple[int, float]], parsed: ParsedQuery) -> list[str]:
-    """The words most shared by the ``top`` sections, not already in the query, best first. Only
-    words that FTS5 reads as one word of the same spelling are taken (database.query_words), so a
-    feedback word is never a phrase in disguise."""
+    """The words that best tell the ``top`` sections (taken as relevant) from the rest of the index,
+    best first: Robertson's offer weight, how many of them hold a word times its relevance weight.
+    Words of the query are left out by their stem, as FTS5 matches them ("systems" for "system"),
+    and so are words held by fewer than FEEDBACK_MIN_FILES of them. Only words that FTS5 reads as
+    one word of the same spelling are taken (database.query_words), so that a feedback word is
+    never a phrase in disguise."""
     if len(top) < FEEDBACK_MIN_FILES:
         return []
-    known = {w for t in parsed.terms + parsed.phrases + parsed.excluded for w in t} | set(parsed.prefixes)
     files_with: Counter[str] = Counter()
     for section in database.load_sections(conn, [rowid for rowid, _ in top]).values():
         words = (w.lower() for w in _words(section["body"]))
         # dict.fromkeys: each word once per file, in reading order, so ties break the same way every run.
         files_with.update(dict.fromkeys(
-            w for w in words if len(w) >= FEEDBACK_MIN_CHARS and not w.isdigit() and w not in STOPWORDS and w not in known
+            w for w in words if len(w) >= FEEDBACK_MIN_CHARS and not w.isdigit() and w not in STOPWORDS
         ).keys())
-    candidates = [w for w, n in files_with.most_common(FEEDBACK_WORDS * 2) if n >= FEEDBACK_MIN_FILES]
-    as_read = database.query_words(candidates)
-    return [w for w, read in zip(candidates, as_read) if read == [w]][:FEEDBACK_WORDS]
+    candidates = [w for w, n in files_with.most_common() if n >= FEEDBACK_MIN_FILES]
+    candidates = [w for w, read in zip(candidates, database.query_words(candidates)) if read == [w]]
+    if not candidates:
+        return []
+    known = set(database.stems([w for t in parsed.terms + parsed.phrases + parsed.excluded for w in t]))
+    sections, _ = database.index_totals(conn)
+    offers: dict[str, tuple[float, str]] = {}
+    stems = database.stems(candidates)
+    held_by = database.sections_with(conn, stems)
+    relevant = len(top)
+    for word, stem in zip(candidates, stems):
+        if stem in known or stem in offers or any(word.startswith(p) for p in parsed.prefixes):
+            continue
+        r, n = files_with[word], max(held_by.get(stem, 0), files_with[word])
+        if sections - n - relevant + r + 0.5 <= 0:
+            continue  # in nearly every section: it tells nothing apart
+        weight = math.log((r + 0.5) * (sections - n - relevant + r + 0.5) / ((n - r + 0.5) * (relevant - r + 0.5)))
+        offers[stem] = (r * weight, word)
+    best = sorted(offers.values(), key=lambda offer: -offer[0])
+    return [word for offer, word in best if offer > 0][:FEEDBACK_WORDS]
 
 
 def _words(text: str) -> list[str]:
