@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import pwd
+import re
 import stat
 import sqlite3
 import threading
@@ -52,6 +53,25 @@ EXTRA_SEPARATORS = "".join(
 #: first (query_words), so that what is counted and capped is what FTS5 will search.
 WORD_TOKENIZER = f"unicode61 remove_diacritics 2 separators '{EXTRA_SEPARATORS}'"
 TOKENIZER = f"porter {WORD_TOKENIZER}"
+#: Chinese and Japanese are written without spaces, and unicode61 reads a run of their characters
+#: as one word: 获取 could not be found in 获取子项目录列表. FTS5 is given the text with CJK_SEPARATOR (an
+#: invisible separator) between two such characters, so each is a word; a query's run is read the
+#: same way and searched as the phrase of its characters: substring search. Hangul is written with
+#: spaces between words and is left alone.
+CJK_SEPARATOR = "\u200b"
+_CJK = "\u3005\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
+_CJK_PAIR = re.compile(f"([{_CJK}])(?=[{_CJK}])")
+CJK_WORD = re.compile(f"[{_CJK}]")
+
+
+def fts_text(text: str) -> str:
+    """``text`` as FTS5 is given it (see CJK_SEPARATOR)."""
+    return _CJK_PAIR.sub("\\1" + CJK_SEPARATOR, text)
+
+
+def shown_text(text: str) -> str:
+    """fts_text's separators taken out again (of a snippet made from it)."""
+    return text.replace(CJK_SEPARATOR, "") if CJK_SEPARATOR in text else text
 COMPRESSION_LEVEL = 1  # zlib: level 1 is ~3x faster than 6 for ~10% more bytes on prose
 BUSY_TIMEOUT_MS = 10_000
 #: FTS5 builds a transaction's new terms in memory and writes them out as a segment whenever they
@@ -649,7 +669,7 @@ class IndexWriter:
         )
         self.conn.executemany(
             "INSERT INTO sections_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
-            [(i, title, s.heading, s.body) for i, s in zip(ids, sections, strict=True)],
+            [(i, fts_text(title), fts_text(s.heading), fts_text(s.body)) for i, s in zip(ids, sections, strict=True)],
         )
 
     def _delete_sections(self, file_id: int) -> None:
@@ -662,7 +682,7 @@ class IndexWriter:
         ).fetchall()
         self.conn.executemany(
             "INSERT INTO sections_fts (sections_fts, rowid, title, heading, body) VALUES ('delete', ?, ?, ?, ?)",
-            [(rowid, title, heading, decompress(body)) for rowid, heading, body in old],
+            [(rowid, fts_text(title), fts_text(heading), fts_text(decompress(body))) for rowid, heading, body in old],
         )
         self.conn.execute("DELETE FROM sections WHERE id BETWEEN ? AND ?", (low, high))
 
@@ -871,7 +891,7 @@ def _tokens(texts: Sequence[str], table: str) -> list[list[str]]:
         # A lone surrogate cannot be given to SQLite: it becomes "?", which separates words.
         conn.executemany(
             f"INSERT INTO {table} (rowid, text) VALUES (?, ?)",
-            ((number, text.encode("utf-8", "replace").decode("utf-8")) for number, text in enumerate(texts)),
+            ((number, fts_text(text.encode("utf-8", "replace").decode("utf-8"))) for number, text in enumerate(texts)),
         )
         for number, token in conn.execute(f"SELECT doc, term FROM {table}_read ORDER BY doc, offset"):
             tokens[number].append(token)
@@ -1030,6 +1050,21 @@ def best_section_of_every_file(
     ).fetchall()
 
 
+def terms_starting(conn: sqlite3.Connection, start: str, lengths: tuple[int, int]) -> list[tuple[str, int]]:
+    """[(stem, sections holding it)] of the index's stems that start with ``start`` and whose length
+    is within ``lengths`` (inclusive)."""
+    return conn.execute(
+        "SELECT term, doc FROM temp.sections_vocab WHERE term >= ? AND term < ? AND length(term) BETWEEN ? AND ?",
+        (start, start + "\U0010ffff", *lengths),
+    ).fetchall()
+
+
+def first_section_matching(conn: sqlite3.Connection, match: str) -> int | None:
+    """The rowid of a section matching ``match``, if any."""
+    row = conn.execute("SELECT rowid FROM sections_fts WHERE sections_fts MATCH ? LIMIT 1", (match,)).fetchone()
+    return row[0] if row else None
+
+
 def files_with_each(conn: sqlite3.Connection, matches: Sequence[str], excluded: str = NO_FILES) -> list[int]:
     """The ids of the files in which each of ``matches`` matches some section (not necessarily the
     same one), but those in ``excluded``."""
@@ -1094,13 +1129,14 @@ def snippets(
         conn.execute("DELETE FROM temp.snippet_fts")
         conn.executemany(
             "INSERT INTO temp.snippet_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
-            [(rowid, *text) for rowid, text in texts.items()],
+            [(rowid, *map(fts_text, text)) for rowid, text in texts.items()],
         )
         rows = conn.execute(
             "SELECT rowid, snippet(snippet_fts, 2, ?, ?, '…', ?) FROM temp.snippet_fts WHERE snippet_fts MATCH ?",
             (markers[0], markers[1], tokens, match),
         ).fetchall()
-    return dict(rows)
+    between = markers[1] + CJK_SEPARATOR + markers[0]  # two CJK words highlighted side by side read as one
+    return {rowid: shown_text(text.replace(between, "")) for rowid, text in rows}
 
 
 @contextmanager

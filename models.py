@@ -146,6 +146,23 @@ class SearchHit(TypedDict):
     last_modified: str
 
 
+class QueryReading(TypedDict):
+    """How a query was read. ``keywords``: a file must hold every one of ``required``, ``phrases``
+    and ``prefixes``. ``question``: nothing is required; ``optional`` words, ``phrases`` and
+    ``prefixes`` rank files, with ``feedback`` words found in the best of them. ``stopwords``: a
+    query of stopwords only, searched as the phrase of them first, then as ``required`` words.
+    Files holding any of ``excluded`` are left out in every mode. A word FTS5 reads as several
+    (``e-mail``) is shown as they are, space-separated, and matches as a phrase."""
+
+    mode: str
+    required: list[str]
+    optional: list[str]
+    phrases: list[str]
+    prefixes: list[str]
+    excluded: list[str]
+    feedback: list[str]
+
+
 class SearchReply(TypedDict):
     query: str
     results: list[SearchHit]
@@ -153,6 +170,11 @@ class SearchReply(TypedDict):
     indexing: bool
     #: What of the query was not searched as typed (over a bound), and results left out of the reply.
     warnings: list[str]
+    #: How the query was read, after those cuts.
+    query_read: QueryReading
+    #: When nothing matched: words of the index close to the query's words (a typo, another
+    #: spelling), best first; else empty.
+    suggestions: list[str]
 
 
 class ScanProgressReply(TypedDict):

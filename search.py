@@ -31,7 +31,7 @@ from typing import TypeVar
 import database
 from config import USABLE_CPUS
 from exceptions import Cancelled, IndexUnavailableError, QueryError
-from models import SearchHit, SearchReply
+from models import QueryReading, SearchHit, SearchReply
 
 MAX_LIMIT = 100
 #: Bounds on what one query may ask of SQLite (bench/worst_query.py measures the worst query they
@@ -256,6 +256,11 @@ def _quote(words: list[str]) -> str:
     return '"' + " ".join(words).replace('"', '""') + '"'
 
 
+def _is_cjk_run(term: list[str]) -> bool:
+    """Whether ``term`` is a run of Chinese or Japanese characters (database.CJK_SEPARATOR)."""
+    return len(term) > 1 and all(database.CJK_WORD.fullmatch(word) for word in term)
+
+
 def _is_stopword(term: list[str]) -> bool:
     return all(word.lower() in STOPWORDS for word in term)
 
@@ -278,6 +283,8 @@ class MatchPlan:
     excluded: str | None = None
     #: Sections a question matches, when fit_question estimated it.
     estimated_rows: int | None = None
+    #: "keywords", "question" or "stopwords" (see models.QueryReading).
+    mode: str = "keywords"
 
 
 def build_match(parsed: ParsedQuery) -> MatchPlan:
@@ -292,8 +299,10 @@ def build_match(parsed: ParsedQuery) -> MatchPlan:
         # A question describes, it does not filter: its "phrases" and prefix* terms rank files
         # higher instead of being required, and a compound counts word by word ("two-dimensional"
         # as a phrase would give no credit for "two dimensions"). Its stopwords only add noise.
-        words = [w for t in content for w in t if w not in STOPWORDS] + [w for p in parsed.phrases for w in p if w not in STOPWORDS]
-        shown = [_quote([w]) for w in _capped_repeats(words)] + required
+        words = [w for t in content if not _is_cjk_run(t) for w in t if w not in STOPWORDS]
+        words += [w for p in parsed.phrases for w in p if w not in STOPWORDS]
+        runs = list(dict.fromkeys(_quote(t) for t in content if _is_cjk_run(t)))  # a CJK word is the phrase of its characters
+        shown = [_quote([w]) for w in _capped_repeats(words)] + runs + required
         precise, broad = f"({' OR '.join(shown)})", None
         intersects = False
     elif not content and len(terms) > MAX_AND_TERMS:
@@ -316,7 +325,28 @@ def build_match(parsed: ParsedQuery) -> MatchPlan:
         broad = f"({' AND '.join(required + [highlight_match(quoted)])})" if len(quoted) > 1 else None
         intersects = len(required) + len(chosen) > 1 or any(len(t) > 1 for t in [*chosen, *map(tuple, parsed.phrases)])
     excluded = [_quote(words) for words in parsed.excluded] + [_quote([p]) + "*" for p in parsed.excluded_prefixes]
-    return MatchPlan(precise, broad, question, intersects, tuple(shown), highlight_match(excluded) if excluded else None)
+    mode = "question" if question else "keywords" if content or len(terms) <= MAX_AND_TERMS else "stopwords"
+    return MatchPlan(precise, broad, question, intersects, tuple(shown), highlight_match(excluded) if excluded else None, mode=mode)
+
+
+def query_reading(parsed: ParsedQuery, plan: MatchPlan, feedback: Sequence[str]) -> QueryReading:
+    """How the query was read (models.QueryReading), from the plan that was ranked."""
+    phrases = [" ".join(words) for words in parsed.phrases]
+    prefixes = [prefix + "*" for prefix in parsed.prefixes if _quote([prefix]) + "*" in plan.shown]
+    words = [" ".join(words) for words in dict.fromkeys(map(tuple, parsed.terms))]
+    if plan.question:
+        searched = {part[1:-1] for part in plan.shown if part.endswith('"')}
+        words = [word for word in dict.fromkeys(w for t in parsed.terms for w in t) if word in searched]
+        words += [w for phrase in parsed.phrases for w in phrase if w in searched and w not in words]
+    return {
+        "mode": plan.mode,
+        "required": [] if plan.question else words,
+        "optional": words if plan.question else [],
+        "phrases": phrases,
+        "prefixes": prefixes,
+        "excluded": [" ".join(words) for words in parsed.excluded] + [prefix + "*" for prefix in parsed.excluded_prefixes],
+        "feedback": list(feedback),
+    }
 
 
 def _capped_repeats(words: list[str]) -> list[str]:
@@ -393,6 +423,7 @@ def search(
             # Snippets highlight the user's own words; a file found only by feedback words is shown
             # with those.
             snippet_text = _snippets(conn, [plan.shown, [_quote([w]) for w in feedback]], sections)
+            suggestions = [] if ranked else suggest(conn, parsed)
     except sqlite3.Error as exc:
         if database.is_interruption(exc):
             if cancelled is not None and cancelled():
@@ -409,7 +440,7 @@ def search(
         warnings.append(f"{len(results) - kept} more results were left out to keep the reply under {MAX_REPLY_CHARS:,} characters")
     return {
         "query": query[:MAX_QUERY_CHARS], "results": results[:kept], "files_matched": max(files_matched, len(results)),
-        "indexing": indexing, "warnings": warnings,
+        "indexing": indexing, "warnings": warnings, "query_read": query_reading(parsed, plan, feedback), "suggestions": suggestions,
     }
 
 
@@ -524,6 +555,84 @@ def fit_phrases(conn: sqlite3.Connection, parsed: ParsedQuery) -> None:
             (parsed.phrases if kind == "phrase" else parsed.terms)[number] = [rarest]
             parsed.warnings.append(f'"{shown}" was searched as its rarest word {rarest!r}: its words are in too many sections to match them in order quickly')
     parsed.excluded = [words for words in parsed.excluded if words]
+
+
+#: A query that finds nothing gets up to MAX_SUGGESTIONS words of the index close to its words:
+#: one edit away (a letter missing, extra, changed or two swapped), else up to two edits away among
+#: the words that start with the same letter; the commonest first.
+MAX_SUGGESTIONS = 5
+SUGGEST_MIN_CHARS = 3
+_EDIT_LETTERS = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def suggest(conn: sqlite3.Connection, parsed: ParsedQuery) -> list[str]:
+    """Words of the index close to the query's words that it does not hold (see MAX_SUGGESTIONS),
+    as they are spelled in the files."""
+    words = list(dict.fromkeys(
+        w for parts in (parsed.terms, parsed.phrases) for t in parts for w in t
+        if len(w) >= SUGGEST_MIN_CHARS and w not in STOPWORDS
+    ))
+    if not words:
+        return []
+    stems = database.stems(words)
+    held = database.sections_with(conn, stems)
+    found: dict[str, tuple[int, int]] = {}  # stem -> (edits, -sections)
+    for stem in dict.fromkeys(stems):
+        if stem in held or not stem:
+            continue
+        near = database.sections_with(conn, _one_edit(stem))
+        close = {term: (1, -count) for term, count in near.items()}
+        if not close:
+            low, high = len(stem) - 2, len(stem) + 2
+            for term, count in database.terms_starting(conn, stem[0], (low, high)):
+                edits = _edits_within(stem, term, 2)
+                if edits is not None:
+                    close[term] = (edits, -count)
+        for term, rank in close.items():
+            found[term] = min(rank, found.get(term, rank))
+    best = sorted(found, key=lambda term: (found[term], term))[:MAX_SUGGESTIONS]
+    return list(dict.fromkeys(_spelling(conn, stem) for stem in best))
+
+
+def _one_edit(word: str) -> list[str]:
+    """Every string one deletion, transposition, replacement or insertion away from ``word``."""
+    letters = set(_EDIT_LETTERS) | set(word)
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    edits = {a + b[1:] for a, b in splits if b}
+    edits |= {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    edits |= {a + c + b[1:] for a, b in splits if b for c in letters}
+    edits |= {a + c + b for a, b in splits for c in letters}
+    edits.discard(word)
+    return sorted(edits)
+
+
+def _edits_within(a: str, b: str, most: int) -> int | None:
+    """The Levenshtein distance of ``a`` and ``b`` if it is at most ``most``, else None."""
+    if abs(len(a) - len(b)) > most:
+        return None
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
+        if min(current) > most:
+            return None
+        previous = current
+    return previous[-1] if previous[-1] <= most else None
+
+
+def _spelling(conn: sqlite3.Connection, stem: str) -> str:
+    """A word of the index's text that FTS5 stems to ``stem`` (the stem itself if none is found)."""
+    rowid = database.first_section_matching(conn, _quote([stem]))
+    if rowid is None:
+        return stem
+    section = database.load_sections(conn, [rowid]).get(rowid)
+    text = " ".join(str(section[key]) for key in ("title", "heading", "body")) if section else ""
+    spelled = list(dict.fromkeys(w.lower() for w in _words(text)))
+    for word, word_stem in zip(spelled, database.stems(spelled)):
+        if word_stem == stem:
+            return word
+    return stem
 
 
 def _within_reply_budget(results: list[SearchHit]) -> int:
