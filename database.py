@@ -66,7 +66,7 @@ CJK_WORD = re.compile(f"[{_CJK}]")
 
 def fts_text(text: str) -> str:
     """``text`` as FTS5 is given it (see CJK_SEPARATOR)."""
-    return _CJK_PAIR.sub("\\1" + CJK_SEPARATOR, text)
+    return text if text.isascii() else _CJK_PAIR.sub("\\1" + CJK_SEPARATOR, text)
 
 
 def shown_text(text: str) -> str:

@@ -419,6 +419,7 @@ def search(
             plan = plan_within_bounds(conn, parsed)
             run = Searching(db_path, conn, limits.reached, _excluded_files(conn, plan))
             plan, (ranked, feedback, files_matched) = rank_in_time(run, parsed, plan, limit, limits)
+            ranked = with_weighed_words(conn, query_reading(parsed, plan, feedback), ranked)
             sections = {rowid: showable(section) for rowid, section in database.load_sections(conn, [rowid for rowid, _ in ranked]).items()}
             # Snippets highlight the user's own words; a file found only by feedback words is shown
             # with those.
@@ -501,6 +502,37 @@ def _rarest_words(conn: sqlite3.Connection, plan: MatchPlan, share: float) -> tu
     return replace(plan, precise=highlight_match(parts), shown=tuple(parts)), left_out
 
 
+#: A score below this came from words FTS5 gave no weight (see with_weighed_words).
+UNWEIGHED_SCORE = 1e-3
+
+
+def with_weighed_words(conn: sqlite3.Connection, reading: QueryReading, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """``ranked`` with scores that mean something where FTS5 gave the words found no weight.
+
+    FTS5's bm25 weighs a word by log((N - n + 0.5) / (n + 0.5)) for n of N sections, at least
+    1e-6: in a folder of a few notes most words are in half of them or more, and the files holding
+    only such words would all score about 1e-6. Their scores are multiplied by 1e6 times the mean
+    weight Lucene's BM25 gives those words, log(1 + (N - n + 0.5) / (n + 0.5)), never zero, and
+    kept below the score before them: the same order, on the scale of any other search."""
+    if not ranked or ranked[-1][1] >= UNWEIGHED_SCORE or reading["prefixes"]:
+        return ranked
+    words = [w for part in reading["required"] + reading["optional"] + reading["phrases"] + reading["feedback"] for w in part.split(" ")]
+    sections, _ = database.index_totals(conn)
+    held = database.sections_with(conn, database.stems(words))
+    unweighed = [n for n in held.values() if 2 * n >= sections]
+    if not unweighed:
+        return ranked
+    weight = 1e6 * sum(math.log(1 + (sections - n + 0.5) / (n + 0.5)) for n in unweighed) / len(unweighed)
+    rescored: list[tuple[int, float]] = []
+    for rowid, score in ranked:
+        if score < UNWEIGHED_SCORE:
+            score *= weight
+            if rescored:
+                score = min(score, rescored[-1][1] * 0.9)
+        rescored.append((rowid, score))
+    return rescored
+
+
 def _excluded_files(conn: sqlite3.Connection, plan: MatchPlan) -> str:
     """The files the plan's -exclusions leave out (database.matching_files), in this snapshot."""
     return database.matching_files(conn, plan.excluded) if plan.excluded else database.NO_FILES
@@ -577,10 +609,11 @@ def suggest(conn: sqlite3.Connection, parsed: ParsedQuery) -> list[str]:
     stems = database.stems(words)
     held = database.sections_with(conn, stems)
     found: dict[str, tuple[int, int]] = {}  # stem -> (edits, -sections)
-    for stem in dict.fromkeys(stems):
+    for word, stem in zip(words, stems):
         if stem in held or not stem:
             continue
-        near = database.sections_with(conn, _one_edit(stem))
+        # The word's own edits are stemmed: "meetnig" is one edit from "meeting", three from its stem "meet".
+        near = database.sections_with(conn, database.stems(_one_edit(word)))
         close = {term: (1, -count) for term, count in near.items()}
         if not close:
             low, high = len(stem) - 2, len(stem) + 2
