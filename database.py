@@ -60,13 +60,14 @@ TOKENIZER = f"porter {WORD_TOKENIZER}"
 #: spaces between words and is left alone.
 CJK_SEPARATOR = "\u200b"
 _CJK = "\u3005\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
-_CJK_PAIR = re.compile(f"([{_CJK}])(?=[{_CJK}])")
+#: Where a CJK character meets another letter or digit (获取 in 获取子项, 接口 in API接口).
+_CJK_PAIR = re.compile(f"(?<=[{_CJK}])(?=[^\\W_])|(?<=[^\\W_])(?=[{_CJK}])")
 CJK_WORD = re.compile(f"[{_CJK}]")
 
 
 def fts_text(text: str) -> str:
     """``text`` as FTS5 is given it (see CJK_SEPARATOR)."""
-    return text if text.isascii() else _CJK_PAIR.sub("\\1" + CJK_SEPARATOR, text)
+    return text if text.isascii() else _CJK_PAIR.sub(CJK_SEPARATOR, text)
 
 
 def shown_text(text: str) -> str:

@@ -15,6 +15,7 @@ question's own words. bench/relevance.py measures what each choice gives.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import sqlite3
@@ -203,6 +204,10 @@ def parse_query(text: str) -> ParsedQuery:
         if not quoted and raw.endswith("*") and before_star:
             parsed.warnings.append(f"{raw} was searched as the phrase {' '.join(words)!r}: a prefix* is one word")
         _add_unique(parsed.excluded if excluded else parsed.phrases if quoted else parsed.terms, words, repeats=not quoted and not excluded)
+    both = [words for words in parsed.terms if words in parsed.excluded]
+    if both:
+        parsed.terms = [words for words in parsed.terms if words not in parsed.excluded]
+        parsed.warnings.append(f"{', '.join(map(_joined, both))}: both searched and left out; left out")
     if not parsed.has_words() and (parsed.excluded or parsed.excluded_prefixes):
         parsed.warnings.append("the query had only words to leave out, so they were searched for instead")
         parsed.terms, parsed.excluded = parsed.excluded, []
@@ -212,7 +217,7 @@ def parse_query(text: str) -> ParsedQuery:
 
 #: A command in PowerShell's Verb-Noun form (Get-ChildItem, ConvertTo-Json): the -words after it are
 #: its parameters.
-_COMMAND = re.compile(r"[A-Za-z][A-Za-z0-9]*-[A-Za-z][A-Za-z0-9]*$")
+_COMMAND = re.compile(r"[A-Z][a-z]+-[A-Z][A-Za-z0-9]*$")
 
 
 def _is_option(raw: str, after_command: bool) -> bool:
@@ -254,6 +259,16 @@ def _add_prefix(parsed: ParsedQuery, prefix: str, excluded: bool) -> None:
 
 def _quote(words: list[str]) -> str:
     return '"' + " ".join(words).replace('"', '""') + '"'
+
+
+def _joined(words: list[str]) -> str:
+    """The words of a phrase or compound as a reader would write them: space-separated, but CJK
+    characters side by side (database.CJK_SEPARATOR)."""
+    joined = words[0] if words else ""
+    for before, word in itertools.pairwise(words):
+        cjk = database.CJK_WORD.fullmatch(before[-1:]) or database.CJK_WORD.fullmatch(word[:1])
+        joined += word if cjk else " " + word
+    return joined
 
 
 def _is_cjk_run(term: list[str]) -> bool:
@@ -331,20 +346,21 @@ def build_match(parsed: ParsedQuery) -> MatchPlan:
 
 def query_reading(parsed: ParsedQuery, plan: MatchPlan, feedback: Sequence[str]) -> QueryReading:
     """How the query was read (models.QueryReading), from the plan that was ranked."""
-    phrases = [" ".join(words) for words in parsed.phrases]
+    phrases = [_joined(words) for words in parsed.phrases]
     prefixes = [prefix + "*" for prefix in parsed.prefixes if _quote([prefix]) + "*" in plan.shown]
-    words = [" ".join(words) for words in dict.fromkeys(map(tuple, parsed.terms))]
+    words = [_joined(list(words)) for words in dict.fromkeys(map(tuple, parsed.terms))]
     if plan.question:
         searched = {part[1:-1] for part in plan.shown if part.endswith('"')}
         words = [word for word in dict.fromkeys(w for t in parsed.terms for w in t) if word in searched]
         words += [w for phrase in parsed.phrases for w in phrase if w in searched and w not in words]
+        words += [_joined(t) for t in parsed.terms if _is_cjk_run(t) and " ".join(t) in searched and _joined(t) not in words]
     return {
         "mode": plan.mode,
         "required": [] if plan.question else words,
         "optional": words if plan.question else [],
         "phrases": phrases,
         "prefixes": prefixes,
-        "excluded": [" ".join(words) for words in parsed.excluded] + [prefix + "*" for prefix in parsed.excluded_prefixes],
+        "excluded": [_joined(words) for words in parsed.excluded] + [prefix + "*" for prefix in parsed.excluded_prefixes],
         "feedback": list(feedback),
     }
 
@@ -527,8 +543,8 @@ def with_weighed_words(conn: sqlite3.Connection, reading: QueryReading, ranked: 
     for rowid, score in ranked:
         if score < UNWEIGHED_SCORE:
             score *= weight
-            if rescored:
-                score = min(score, rescored[-1][1] * 0.9)
+            if rescored and score > rescored[-1][1]:
+                score = rescored[-1][1] * 0.99  # FTS5's order stands: the words it weighed come first
         rescored.append((rowid, score))
     return rescored
 
@@ -608,23 +624,24 @@ def suggest(conn: sqlite3.Connection, parsed: ParsedQuery) -> list[str]:
         return []
     stems = database.stems(words)
     held = database.sections_with(conn, stems)
-    found: dict[str, tuple[int, int]] = {}  # stem -> (edits, -sections)
+    found: dict[str, tuple[int, int, str]] = {}  # stem -> (edits, -sections, a word FTS5 stems to it)
     for word, stem in zip(words, stems):
         if stem in held or not stem:
             continue
         # The word's own edits are stemmed: "meetnig" is one edit from "meeting", three from its stem "meet".
-        near = database.sections_with(conn, database.stems(_one_edit(word)))
-        close = {term: (1, -count) for term, count in near.items()}
+        edited = _one_edit(word)
+        spelled = dict(zip(database.stems(edited), edited))
+        close = {term: (1, -count, spelled[term]) for term, count in database.sections_with(conn, spelled).items()}
         if not close:
-            low, high = len(stem) - 2, len(stem) + 2
-            for term, count in database.terms_starting(conn, stem[0], (low, high)):
+            for term, count in database.terms_starting(conn, stem[0], (len(stem) - 2, len(stem) + 2)):
                 edits = _edits_within(stem, term, 2)
                 if edits is not None:
-                    close[term] = (edits, -count)
+                    close[term] = (edits, -count, term)
         for term, rank in close.items():
             found[term] = min(rank, found.get(term, rank))
-    best = sorted(found, key=lambda term: (found[term], term))[:MAX_SUGGESTIONS]
-    return list(dict.fromkeys(_spelling(conn, stem) for stem in best))
+    best = [item for item in sorted(found.items(), key=lambda item: item[1]) if item[0] not in STOPWORDS and len(item[1][2]) >= SUGGEST_MIN_CHARS]
+    best = best[:MAX_SUGGESTIONS]
+    return list(dict.fromkeys(_spelling(conn, stem, word) for stem, (_, _, word) in best))
 
 
 def _one_edit(word: str) -> list[str]:
@@ -654,18 +671,16 @@ def _edits_within(a: str, b: str, most: int) -> int | None:
     return previous[-1] if previous[-1] <= most else None
 
 
-def _spelling(conn: sqlite3.Connection, stem: str) -> str:
-    """A word of the index's text that FTS5 stems to ``stem`` (the stem itself if none is found)."""
-    rowid = database.first_section_matching(conn, _quote([stem]))
-    if rowid is None:
-        return stem
-    section = database.load_sections(conn, [rowid]).get(rowid)
-    text = " ".join(str(section[key]) for key in ("title", "heading", "body")) if section else ""
-    spelled = list(dict.fromkeys(w.lower() for w in _words(text)))
-    for word, word_stem in zip(spelled, database.stems(spelled)):
-        if word_stem == stem:
-            return word
-    return stem
+def _spelling(conn: sqlite3.Connection, stem: str, word: str) -> str:
+    """A word of the index's text that FTS5 stems to ``stem``, found through ``word`` (which stems
+    to it); ``word`` itself if none is found."""
+    rowid = database.first_section_matching(conn, _quote([word]))
+    section = database.load_sections(conn, [rowid]).get(rowid) if rowid is not None else None
+    if section is None:
+        return word
+    text = " ".join(str(section[key]) for key in ("title", "heading", "body"))
+    spelled = list(dict.fromkeys(_words(text)))
+    return next((w for w, w_stem in zip(spelled, database.stems(spelled)) if w_stem == stem), word)
 
 
 def _within_reply_budget(results: list[SearchHit]) -> int:

@@ -71,6 +71,17 @@ def test_the_reply_says_how_a_question_was_read(fruit: ServerConfig) -> None:
     assert read["phrases"] == ["apple day"] and read["prefixes"] == ["cherr*"] and read["excluded"] == ["banana"]
 
 
+def test_a_hyphenated_first_word_is_no_command(fruit: ServerConfig) -> None:
+    read = search(fruit.db_path, "e-mail -banana")["query_read"]
+    assert read["excluded"] == ["banana"] and read["required"] == ["e mail"]
+
+
+def test_cjk_is_read_as_typed(fruit: ServerConfig) -> None:
+    assert search(fruit.db_path, "获取 -日本語")["query_read"]["required"] == ["获取"]
+    read = search(fruit.db_path, "获取子项 日本語 ファイル名 検索 目录")["query_read"]
+    assert read["mode"] == "question" and read["optional"] == ["获取子项", "日本語", "ファイル名", "検索", "目录"]
+
+
 def test_the_reply_says_how_keywords_were_read(fruit: ServerConfig) -> None:
     read = search(fruit.db_path, '"apple a day" cherr* e-mail')["query_read"]
     assert (read["mode"], read["required"], read["phrases"], read["prefixes"]) == ("keywords", ["e mail"], ["apple a day"], ["cherr*"])
@@ -93,18 +104,20 @@ def test_a_line_alone_is_the_text_not_its_title() -> None:
 
 
 CJK = "获取子项目录列表。日本語のファイル名を検索します。"
+MIXED = "Use Get-ChildItem获取子项 to list. API接口文档 v2版本."
 
 
-@pytest.mark.parametrize("query", ["获取", "日本語", "検索", "目录列表", "ファイル名", "表"])
+@pytest.mark.parametrize("query", ["获取", "日本語", "検索", "目录列表", "ファイル名", "表", "接口", "版本"])
 def test_chinese_and_japanese_are_found_by_substring(indexer: TextIndexer, source: Path, config: ServerConfig, query: str) -> None:
     write(source, "cjk.md", f"# 说明\n\n{CJK}\n")
+    write(source, "mixed.md", f"{MIXED}\n")  # CJK glued to Latin letters and digits
     write(source, "english.md", "# English\n\nA list of the files of a folder.\n")
     indexer.scan()
     reply = search(config.db_path, query)
-    assert [hit["path"] for hit in reply["results"]] == ["cjk.md"]
-    snippet = reply["results"][0]["snippet"]
-    assert f"**{query}**" in snippet and "\u200b" not in snippet
-    assert snippet.replace("**", "").endswith(CJK)
+    assert {hit["path"] for hit in reply["results"]} == {name for name, text in (("cjk.md", CJK), ("mixed.md", MIXED)) if query in text}
+    for hit in reply["results"]:
+        assert f"**{query}**" in hit["snippet"] and "\u200b" not in hit["snippet"]
+        assert hit["snippet"].replace("**", "").rstrip("…").removeprefix("# 说明 ") in CJK + MIXED  # the text as written
 
 
 def test_a_cjk_string_that_is_not_in_the_text_finds_nothing(indexer: TextIndexer, source: Path, config: ServerConfig) -> None:
@@ -134,9 +147,9 @@ def test_scores_in_a_tiny_folder_are_sane_and_ordered(three_notes: ServerConfig,
 
 def test_a_query_that_finds_nothing_gets_the_index_words_close_to_it(three_notes: ServerConfig) -> None:
     reply = search(three_notes.db_path, "meetnig")
-    assert reply["results"] == [] and reply["suggestions"][0] == "meeting"
-    assert search(three_notes.db_path, "kikcoff")["suggestions"][0] == "kickoff"
-    assert search(three_notes.db_path, "projetcs")["suggestions"][0] == "project"
+    assert reply["results"] == [] and reply["suggestions"][0].lower() == "meeting"
+    assert search(three_notes.db_path, "kikcoff")["suggestions"][0] == "Kickoff"  # as the file spells it
+    assert search(three_notes.db_path, "projetcs")["suggestions"][0].lower() == "project"
     assert search(three_notes.db_path, "meeting")["suggestions"] == []
     assert search(three_notes.db_path, "zzqxv")["suggestions"] == []
 
