@@ -55,9 +55,9 @@ WORD_TOKENIZER = f"unicode61 remove_diacritics 2 separators '{EXTRA_SEPARATORS}'
 TOKENIZER = f"porter {WORD_TOKENIZER}"
 #: Chinese and Japanese are written without spaces, and unicode61 reads a run of their characters
 #: as one word: 获取 could not be found in 获取子项目录列表. FTS5 is given the text with CJK_SEPARATOR (an
-#: invisible separator) between two such characters, so each is a word; a query's run is read the
-#: same way and searched as the phrase of its characters: substring search. Hangul is written with
-#: spaces between words and is left alone.
+#: invisible separator) on each side of such a character that touches another letter or digit, so
+#: each is a word; a query's run is read the same way and searched as the phrase of its
+#: characters: substring search. Hangul is written with spaces between words and is left alone.
 CJK_SEPARATOR = "\u200b"
 _CJK = "\u3005\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
 #: Where a CJK character meets another letter or digit (获取 in 获取子项, 接口 in API接口).
@@ -70,9 +70,16 @@ def fts_text(text: str) -> str:
     return text if text.isascii() else _CJK_PAIR.sub(CJK_SEPARATOR, text)
 
 
+def _fts_row(rowid: int, title: str, heading: str, body: str) -> tuple[int, str, str, str]:
+    """A section's row as sections_fts is given it: inserting and deleting must give the same."""
+    return rowid, fts_text(title), fts_text(heading), fts_text(body)
+
+
 def shown_text(text: str) -> str:
     """fts_text's separators taken out again (of a snippet made from it)."""
     return text.replace(CJK_SEPARATOR, "") if CJK_SEPARATOR in text else text
+
+
 COMPRESSION_LEVEL = 1  # zlib: level 1 is ~3x faster than 6 for ~10% more bytes on prose
 BUSY_TIMEOUT_MS = 10_000
 #: FTS5 builds a transaction's new terms in memory and writes them out as a segment whenever they
@@ -670,7 +677,7 @@ class IndexWriter:
         )
         self.conn.executemany(
             "INSERT INTO sections_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
-            [(i, fts_text(title), fts_text(s.heading), fts_text(s.body)) for i, s in zip(ids, sections, strict=True)],
+            [_fts_row(i, title, s.heading, s.body) for i, s in zip(ids, sections, strict=True)],
         )
 
     def _delete_sections(self, file_id: int) -> None:
@@ -683,7 +690,7 @@ class IndexWriter:
         ).fetchall()
         self.conn.executemany(
             "INSERT INTO sections_fts (sections_fts, rowid, title, heading, body) VALUES ('delete', ?, ?, ?, ?)",
-            [(rowid, fts_text(title), fts_text(heading), fts_text(decompress(body))) for rowid, heading, body in old],
+            [_fts_row(rowid, title, heading, decompress(body)) for rowid, heading, body in old],
         )
         self.conn.execute("DELETE FROM sections WHERE id BETWEEN ? AND ?", (low, high))
 
@@ -1130,7 +1137,7 @@ def snippets(
         conn.execute("DELETE FROM temp.snippet_fts")
         conn.executemany(
             "INSERT INTO temp.snippet_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
-            [(rowid, *map(fts_text, text)) for rowid, text in texts.items()],
+            [_fts_row(rowid, *text) for rowid, text in texts.items()],
         )
         rows = conn.execute(
             "SELECT rowid, snippet(snippet_fts, 2, ?, ?, '…', ?) FROM temp.snippet_fts WHERE snippet_fts MATCH ?",

@@ -152,7 +152,8 @@ class QueryReading(TypedDict):
     ``prefixes`` rank files, with ``feedback`` words found in the best of them. ``stopwords``: a
     query of stopwords only, searched as the phrase of them first, then as ``required`` words.
     Files holding any of ``excluded`` are left out in every mode. A word FTS5 reads as several
-    (``e-mail``) is shown as they are, space-separated, and matches as a phrase."""
+    (``e-mail``) is shown as they are, space-separated (CJK characters side by side), and matches
+    as a phrase."""
 
     mode: str
     required: list[str]

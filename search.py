@@ -5,12 +5,13 @@ splits text, and every word or phrase is re-quoted. What a user can still expres
 ``"quoted phrases"``, ``prefix*``, and ``-excluded`` words or phrases. Everything else (FTS5
 operators, column filters, parentheses, ``^``, NEAR) is searched for as plain words.
 
-Short keyword queries are AND-ed (precise); if that finds fewer files than asked for, files that
-match only some of the words follow, scored below every full match. Longer questions drop
-stopwords and OR the remaining words (a compound's words separately), so bm25 ranks files by how
-many rare words they share with the question; then the words most shared by the best files of
-that first pass join the question (pseudo-relevance feedback), at half the weight of the
-question's own words. bench/relevance.py measures what each choice gives.
+Up to MAX_AND_TERMS words are keywords, all required in the file: files with them in one section
+first, then files with them in different sections, then files with only some of them, each
+group scored below the one before. Longer questions drop stopwords and OR the remaining words (a
+compound's words separately), so bm25 ranks files by how many rare words they share with the
+question; then the words that best tell the best files of that first pass from the rest join the
+question (pseudo-relevance feedback), their score scaled to FEEDBACK_SHARE of the question's.
+bench/relevance.py measures what each choice gives.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ SEARCH_TIME_LIMIT_SECONDS = 10.0
 #: MAX_REPLY_CHARS: further results are left out, and the reply says so.
 SNIPPET_MAX_CHARS = 500
 MAX_REPLY_CHARS = 100_000
-#: Up to this many plain words are AND-ed; more are treated as a question and OR-ed.
+#: Up to this many words (stopwords included) are AND-ed; more are treated as a question and OR-ed.
 MAX_AND_TERMS = 3
 #: bm25 column weights for (title, heading, body). A title or heading is also a line of the text,
 #: so its words count twice; more made short files with a generic title outrank the rest.
@@ -435,7 +436,8 @@ def search(
             plan = plan_within_bounds(conn, parsed)
             run = Searching(db_path, conn, limits.reached, _excluded_files(conn, plan))
             plan, (ranked, feedback, files_matched) = rank_in_time(run, parsed, plan, limit, limits)
-            ranked = with_weighed_words(conn, query_reading(parsed, plan, feedback), ranked)
+            reading = query_reading(parsed, plan, feedback)
+            ranked = with_weighed_words(conn, reading, ranked)
             sections = {rowid: showable(section) for rowid, section in database.load_sections(conn, [rowid for rowid, _ in ranked]).items()}
             # Snippets highlight the user's own words; a file found only by feedback words is shown
             # with those.
@@ -457,7 +459,7 @@ def search(
         warnings.append(f"{len(results) - kept} more results were left out to keep the reply under {MAX_REPLY_CHARS:,} characters")
     return {
         "query": query[:MAX_QUERY_CHARS], "results": results[:kept], "files_matched": max(files_matched, len(results)),
-        "indexing": indexing, "warnings": warnings, "query_read": query_reading(parsed, plan, feedback), "suggestions": suggestions,
+        "indexing": indexing, "warnings": warnings, "query_read": reading, "suggestions": suggestions,
     }
 
 

@@ -47,22 +47,27 @@ def patched(**changes: object) -> Iterator[None]:
         yield
 
 
-#: name -> (what it changes, patches to search.py). The first round of experiments (compounds,
-#: stopwords, repeated words, bigram phrases, term cap, without feedback) is this script at commit
-#: d1d48c6, run on the search.py of that commit.
+#: name -> (what it changes, patches to search.py). Earlier rounds are this script at the commits
+#: that made them: d1d48c6 (compounds, stopwords, repeated words, bigram phrases, term cap) and
+#: 00324d3 (the configuration before #12). The rows of the README's Ranking table marked "D" are
+#: these variants of the current configuration.
 VARIANTS: dict[str, tuple[str, dict[str, object]]] = {
     "current": ("as committed", {}),
     "no feedback": ("questions without pseudo-relevance feedback", {"feedback_words": lambda *_: []}),
     "no feedback, cap 256": ("no feedback, MAX_QUERY_TERMS 64 -> 256", {"feedback_words": lambda *_: [], "MAX_QUERY_TERMS": 256}),
     "phrases required": ("a question's quoted phrases must match (5 cisi queries quote a word)", {"build_match": phrases_required}),
-    "own words x1": ("feedback words weigh as much as the question's", {"QUESTION_WEIGHT": 1}),
-    "own words x3": ("feedback words weigh a third of the question's", {"QUESTION_WEIGHT": 3}),
+    **{
+        f"share {share}": (f"FEEDBACK_SHARE 0.15 -> {share}", {"FEEDBACK_SHARE": share})
+        for share in (0.1, 0.2, 0.25, 0.3, 0.5)
+    },
+    "3 feedback words": ("FEEDBACK_WORDS 10 -> 3", {"FEEDBACK_WORDS": 3}),
     "5 feedback words": ("FEEDBACK_WORDS 10 -> 5", {"FEEDBACK_WORDS": 5}),
-    "20 feedback words": ("FEEDBACK_WORDS 10 -> 20", {"FEEDBACK_WORDS": 20}),
     "5 feedback files": ("FEEDBACK_FILES 10 -> 5, FEEDBACK_MIN_FILES 3 -> 2", {"FEEDBACK_FILES": 5, "FEEDBACK_MIN_FILES": 2}),
-    "20 feedback files": ("FEEDBACK_FILES 10 -> 20, FEEDBACK_MIN_FILES 3 -> 5", {"FEEDBACK_FILES": 20, "FEEDBACK_MIN_FILES": 5}),
-    "weights 1,1,1": ("no title/heading boost", {"COLUMN_WEIGHTS": (1.0, 1.0, 1.0)}),
-    "weights 5,3,1": ("stronger title/heading boost", {"COLUMN_WEIGHTS": (5.0, 3.0, 1.0)}),
+    "15 feedback files": ("FEEDBACK_FILES 10 -> 15, FEEDBACK_MIN_FILES 3 -> 4", {"FEEDBACK_FILES": 15, "FEEDBACK_MIN_FILES": 4}),
+    "repeats 1": ("MAX_REPEATS 2 -> 1", {"MAX_REPEATS": 1}),
+    "repeats 3": ("MAX_REPEATS 2 -> 3", {"MAX_REPEATS": 3}),
+    "weights 2,1,1": ("title weight 2", {"COLUMN_WEIGHTS": (2.0, 1.0, 1.0)}),
+    "weights 3,2,1": ("the weights before #12", {"COLUMN_WEIGHTS": (3.0, 2.0, 1.0)}),
     "cap 256 terms": ("MAX_QUERY_TERMS 64 -> 256", {"MAX_QUERY_TERMS": 256}),
 }
 
