@@ -901,11 +901,19 @@ def _tokens(texts: Sequence[str], table: str) -> list[list[str]]:
             f"INSERT INTO {table} (rowid, text) VALUES (?, ?)",
             ((number, fts_text(text.encode("utf-8", "replace").decode("utf-8"))) for number, text in enumerate(texts)),
         )
-        for number, token in conn.execute(f"SELECT doc, term FROM {table}_read ORDER BY doc, offset"):
-            tokens[number].append(token)
+        for number, token in conn.execute(f"SELECT doc, CAST(term AS BLOB) FROM {table}_read ORDER BY doc, offset"):
+            tokens[number].append(_stem_text(token))
     finally:
         conn.execute("ROLLBACK")
     return tokens
+
+
+def _stem_text(term: bytes) -> str:
+    """A token as text. The porter stemmer works on bytes: it can cut a multi-byte character in two
+    ("a\ube79ing" loses "ing" and then one byte of a doubled "consonant"), so a stem may not be
+    UTF-8. Its broken bytes become U+FFFD, which unicode61 never puts in a token, so such a stem
+    matches no stem read back from the index; the word is then simply not counted."""
+    return term.decode("utf-8", "replace")
 
 
 def query_words(texts: Sequence[str]) -> list[list[str]]:
@@ -1060,11 +1068,12 @@ def best_section_of_every_file(
 
 def terms_starting(conn: sqlite3.Connection, start: str, lengths: tuple[int, int]) -> list[tuple[str, int]]:
     """[(stem, sections holding it)] of the index's stems that start with ``start`` and whose length
-    is within ``lengths`` (inclusive)."""
-    return conn.execute(
-        "SELECT term, doc FROM temp.sections_vocab WHERE term >= ? AND term < ? AND length(term) BETWEEN ? AND ?",
+    is within ``lengths`` (inclusive). Stems that are not UTF-8 are left out: see _stem_text."""
+    rows = conn.execute(
+        "SELECT CAST(term AS BLOB), doc FROM temp.sections_vocab WHERE term >= ? AND term < ? AND length(term) BETWEEN ? AND ?",
         (start, start + "\U0010ffff", *lengths),
-    ).fetchall()
+    )
+    return [(text, count) for text, count in ((_stem_text(term), count) for term, count in rows) if "\ufffd" not in text]
 
 
 def first_section_matching(conn: sqlite3.Connection, match: str) -> int | None:

@@ -164,3 +164,15 @@ def test_feedback_never_adds_a_form_of_the_questions_own_words(indexer: TextInde
     assert read["mode"] == "question" and read["feedback"]
     assert not {"systems", "system", "algorithms", "algorithm", "sorts", "sorting"} & set(read["feedback"])
     assert "quicksort" in read["feedback"]
+
+
+def test_a_stem_the_porter_stemmer_cut_mid_character_breaks_nothing(indexer: TextIndexer, source: Path, config: ServerConfig) -> None:
+    # Porter drops "ing" from "a빹ing", then one byte of the "doubled consonant" 0xB9 0xB9 that ends
+    # 빹 (EB B9 B9): the index then holds a stem that is not UTF-8.
+    for n in range(12):
+        write(source, f"odd{n}.md", f"# Odd {n}\n\nThe a빹ing and b빹ing words beside quicksort heapsort mergesort {n}.\n")
+    indexer.scan()
+    assert ranked(config, "a빹ing")[:1] and ranked(config, "a빹ing")[0].startswith("odd")
+    assert search(config.db_path, "aa빹ing")["results"] == []  # suggestions read the index's stems near "a"
+    read = search(config.db_path, "which words sit beside quicksort and heapsort here")["query_read"]
+    assert read["mode"] == "question"  # feedback stems the top files' words, a빹ing among them
