@@ -641,10 +641,7 @@ class IndexWriter:
         return signatures
 
     def stored_file(self, path: str) -> StoredFile | None:
-        row = self.conn.execute(
-            "SELECT id, mtime_ns, size, inode, ctime_ns, content_hash, indexed_at_ns FROM files WHERE path = ?", (path,)
-        ).fetchone()
-        return StoredFile(*row) if row else None
+        return stored_file(self.conn, path)
 
     def upsert_file(self, loaded: LoadedFile, file_id: int | None) -> None:
         """Replace a file's sections and metadata (call inside a transaction)."""
@@ -1009,21 +1006,69 @@ def generation(conn: sqlite3.Connection) -> str | None:
     return row[0] if row else None
 
 
-#: A JSON array of file ids that a search leaves out (its -exclusions), bound as a parameter.
-NO_FILES = "[]"
-_NOT_EXCLUDED = f" AND (rowid >> {SECTION_BITS}) NOT IN (SELECT value FROM json_each(?))"
+class Scope(NamedTuple):
+    """The files a search may return, bound as parameters: ``ids`` is a JSON array of file ids,
+    the only files allowed if ``inside``, else the files left out (a query's -exclusions);
+    ``rows`` is a rowid range holding every allowed file's sections, which FTS5 uses to skip the
+    rest of each doclist (a filter on a folder whose files were indexed together)."""
+
+    ids: str
+    inside: bool
+    rows: Span
 
 
-def matching_files(conn: sqlite3.Connection, match: str) -> str:
-    """The ids of the files with a section matching ``match``, as a JSON array (see NO_FILES)."""
+EVERY_FILE = Scope("[]", False, EVERY_ROW)
+
+
+def scope_of(excluded: Sequence[int], allowed: Sequence[int] | None) -> Scope:
+    """The Scope of every file but ``excluded``, or of ``allowed`` (sorted ids) but ``excluded``."""
+    if allowed is None:
+        return Scope(json.dumps(list(excluded)), False, EVERY_ROW)
+    left_out = set(excluded)
+    kept = [file_id for file_id in allowed if file_id not in left_out]
+    rows = (section_id(kept[0], 0), section_id(kept[-1] + 1, 0)) if kept else (0, 0)
+    return Scope(json.dumps(kept), True, rows)
+
+
+def _scoped(scope: Scope, span: Span = EVERY_ROW) -> tuple[str, tuple[int, int, str]]:
+    """The SQL condition (and its parameters) for sections_fts rows of ``scope`` within ``span``."""
+    low, high = max(span[0], scope.rows[0]), min(span[1], scope.rows[1])
+    test = "IN" if scope.inside else "NOT IN"
+    return f" AND rowid >= ? AND rowid < ? AND (rowid >> {SECTION_BITS}) {test} (SELECT value FROM json_each(?))", (low, high, scope.ids)
+
+
+def matching_files(conn: sqlite3.Connection, match: str) -> list[int]:
+    """The ids of the files with a section matching ``match``."""
     rows = conn.execute(
         f"SELECT DISTINCT rowid >> {SECTION_BITS} FROM sections_fts WHERE sections_fts MATCH ?", (match,)
     ).fetchall()
-    return json.dumps([file_id for (file_id,) in rows])
+    return [file_id for (file_id,) in rows]
+
+
+def files_passing(
+    conn: sqlite3.Connection, prefix: str, glob: str | None, suffixes: Sequence[str], modified: tuple[int | None, int | None]
+) -> list[tuple[int, str]]:
+    """[(id, path)] of the files whose path starts with ``prefix`` and matches the SQLite ``glob``
+    (if any), ends with one of ``suffixes`` (any case; if any), and whose mtime_ns is within
+    ``modified`` (from, inclusive; until, exclusive; None: open), by id. The path range is read
+    from the index on paths, so a filter on one folder reads that folder's rows only."""
+    conditions = ["path >= ?", "path < ?"]
+    values: list[object] = [prefix, prefix + "\U0010ffff"]
+    if glob is not None:
+        conditions.append("path GLOB ?")
+        values.append(glob)
+    if suffixes:
+        conditions.append("(" + " OR ".join("path LIKE ? ESCAPE '\\'" for _ in suffixes) + ")")
+        values.extend("%" + re.sub(r"([%_\\])", r"\\\1", suffix) for suffix in suffixes)
+    for condition, bound in zip(("mtime_ns >= ?", "mtime_ns < ?"), modified):
+        if bound is not None:
+            conditions.append(condition)
+            values.append(bound)
+    return conn.execute(f"SELECT id, path FROM files WHERE {' AND '.join(conditions)} ORDER BY id", values).fetchall()
 
 
 def best_section_per_file(
-    conn: sqlite3.Connection, match: str, weights: Sequence[float], limit: int, span: Span = EVERY_ROW, excluded: str = NO_FILES
+    conn: sqlite3.Connection, match: str, weights: Sequence[float], limit: int, span: Span = EVERY_ROW, scope: Scope = EVERY_FILE
 ) -> list[tuple[int, float]]:
     """The best-ranked section of each of the top ``limit`` files in ``span``: [(section rowid, bm25)],
     best first.
@@ -1035,10 +1080,11 @@ def best_section_per_file(
     matching section grouped by file.
     """
     candidates = limit * CANDIDATE_SECTIONS_PER_FILE
+    condition, values = _scoped(scope, span)
     ranked = conn.execute(
-        "SELECT rowid, bm25(sections_fts, ?, ?, ?) AS score FROM sections_fts"
-        f" WHERE sections_fts MATCH ? AND rowid >= ? AND rowid < ?{_NOT_EXCLUDED} ORDER BY score, rowid LIMIT ?",
-        (*weights, match, *span, excluded, candidates),
+        f"SELECT rowid, bm25(sections_fts, ?, ?, ?) AS score FROM sections_fts WHERE sections_fts MATCH ?{condition}"
+        " ORDER BY score, rowid LIMIT ?",
+        (*weights, match, *values, candidates),
     ).fetchall()
     best: dict[int, tuple[int, float]] = {}
     for rowid, score in ranked:
@@ -1047,22 +1093,23 @@ def best_section_per_file(
             return list(best.values())
     if len(ranked) < candidates:
         return list(best.values())  # every matching section was seen
-    return [(rowid, score) for rowid, score, _ in best_section_of_every_file(conn, match, weights, limit, span, excluded)]
+    return [(rowid, score) for rowid, score, _ in best_section_of_every_file(conn, match, weights, limit, span, scope)]
 
 
 def best_section_of_every_file(
-    conn: sqlite3.Connection, match: str, weights: Sequence[float], limit: int, span: Span = EVERY_ROW, excluded: str = NO_FILES
+    conn: sqlite3.Connection, match: str, weights: Sequence[float], limit: int, span: Span = EVERY_ROW, scope: Scope = EVERY_FILE
 ) -> list[tuple[int, float, int]]:
     """Like best_section_per_file, by grouping every matching section in ``span`` by file; each row
     also holds how many files matched. One pass: for an expression that does most of its work
     deciding which rows match (a phrase, several AND-ed words), this costs little more than counting."""
     # FTS5 refuses bm25() inside an aggregate; a materialized CTE computes it first.
+    condition, values = _scoped(scope, span)
     return conn.execute(
         "WITH hits AS MATERIALIZED (SELECT rowid AS id, bm25(sections_fts, ?, ?, ?) AS score"
-        f" FROM sections_fts WHERE sections_fts MATCH ? AND rowid >= ? AND rowid < ?{_NOT_EXCLUDED}),"
+        f" FROM sections_fts WHERE sections_fts MATCH ?{condition}),"
         f" by_file AS MATERIALIZED (SELECT id, min(score) AS best FROM hits GROUP BY id >> {SECTION_BITS})"
         " SELECT id, best, (SELECT count(*) FROM by_file) FROM by_file ORDER BY best, id LIMIT ?",
-        (*weights, match, *span, excluded, limit),
+        (*weights, match, *values, limit),
     ).fetchall()
 
 
@@ -1082,13 +1129,14 @@ def first_section_matching(conn: sqlite3.Connection, match: str) -> int | None:
     return row[0] if row else None
 
 
-def files_with_each(conn: sqlite3.Connection, matches: Sequence[str], excluded: str = NO_FILES) -> list[int]:
-    """The ids of the files in which each of ``matches`` matches some section (not necessarily the
-    same one), but those in ``excluded``."""
-    each = " INTERSECT ".join(f"SELECT rowid >> {SECTION_BITS} AS id FROM sections_fts WHERE sections_fts MATCH ?" for _ in matches)
-    rows = conn.execute(
-        f"SELECT id FROM ({each}) WHERE id NOT IN (SELECT value FROM json_each(?)) ORDER BY id", (*matches, excluded)
-    ).fetchall()
+def files_with_each(conn: sqlite3.Connection, matches: Sequence[str], scope: Scope = EVERY_FILE) -> list[int]:
+    """The ids of the files of ``scope`` in which each of ``matches`` matches some section (not
+    necessarily the same one)."""
+    condition, values = _scoped(scope)
+    each = " INTERSECT ".join(
+        f"SELECT rowid >> {SECTION_BITS} AS id FROM sections_fts WHERE sections_fts MATCH ?{condition}" for _ in matches
+    )
+    rows = conn.execute(f"SELECT id FROM ({each}) ORDER BY id", [v for match in matches for v in (match, *values)]).fetchall()
     return [file_id for (file_id,) in rows]
 
 
@@ -1104,19 +1152,26 @@ def best_section_of_files(
     ).fetchall()
 
 
-def count_matching_files(conn: sqlite3.Connection, match: str, span: Span = EVERY_ROW, excluded: str = NO_FILES) -> int:
+def count_matching_files(conn: sqlite3.Connection, match: str, span: Span = EVERY_ROW, scope: Scope = EVERY_FILE) -> int:
+    condition, values = _scoped(scope, span)
     return conn.execute(
-        f"SELECT count(DISTINCT rowid >> {SECTION_BITS}) FROM sections_fts"
-        f" WHERE sections_fts MATCH ? AND rowid >= ? AND rowid < ?{_NOT_EXCLUDED}",
-        (match, *span, excluded),
+        f"SELECT count(DISTINCT rowid >> {SECTION_BITS}) FROM sections_fts WHERE sections_fts MATCH ?{condition}", (match, *values),
     ).fetchone()[0]
 
 
+def stored_file(conn: sqlite3.Connection, path: str) -> StoredFile | None:
+    """What the index holds about the file at ``path`` (a source key), if anything."""
+    row = conn.execute(
+        "SELECT id, mtime_ns, size, inode, ctime_ns, content_hash, indexed_at_ns FROM files WHERE path = ?", (path,)
+    ).fetchone()
+    return StoredFile(*row) if row else None
+
+
 def load_sections(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, dict[str, object]]:
-    """Text and location of the given sections, with their file's path, title and mtime, in the
-    order given (callers break ties by it)."""
+    """Text and location of the given sections, with their file's path, title and what a rescan
+    compares (``signature``, see models.Signature), in the order given (callers break ties by it)."""
     rows = conn.execute(
-        "SELECT s.id, s.start_line, s.end_line, s.heading, s.body, f.path, f.title, f.mtime_ns"
+        "SELECT s.id, s.start_line, s.end_line, s.heading, s.body, f.path, f.title, f.mtime_ns, f.size, f.inode, f.ctime_ns"
         f" FROM sections AS s JOIN files AS f ON f.id = s.id >> {SECTION_BITS}"
         " WHERE s.id IN (SELECT value FROM json_each(?))",
         (json.dumps(list(rowids)),),
@@ -1124,9 +1179,9 @@ def load_sections(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, 
     found = {
         rowid: {
             "start_line": start, "end_line": end, "heading": heading, "body": decompress(body),
-            "path": path, "title": title, "mtime_ns": mtime_ns,
+            "path": path, "title": title, "mtime_ns": mtime_ns, "signature": (path, mtime_ns, size, inode, ctime_ns),
         }
-        for rowid, start, end, heading, body, path, title, mtime_ns in rows
+        for rowid, start, end, heading, body, path, title, mtime_ns, size, inode, ctime_ns in rows
     }
     return {rowid: found[rowid] for rowid in rowids if rowid in found}
 
@@ -1171,13 +1226,14 @@ def snapshot(conn: sqlite3.Connection) -> Iterator[None]:
             conn.execute("ROLLBACK")
 
 
-def score_question(conn: sqlite3.Connection, match: str, weights: Sequence[float], excluded: str = NO_FILES) -> None:
-    """bm25 of every section matching ``match`` into temp.question_hits (inside a snapshot)."""
+def score_question(conn: sqlite3.Connection, match: str, weights: Sequence[float], scope: Scope = EVERY_FILE) -> None:
+    """bm25 of every section of ``scope`` matching ``match`` into temp.question_hits (inside a snapshot)."""
     conn.execute("DELETE FROM temp.question_hits")
+    condition, values = _scoped(scope)
     conn.execute(
         "INSERT INTO temp.question_hits (id, score)"
-        f" SELECT rowid, bm25(sections_fts, ?, ?, ?) FROM sections_fts WHERE sections_fts MATCH ?{_NOT_EXCLUDED}",
-        (*weights, match, excluded),
+        f" SELECT rowid, bm25(sections_fts, ?, ?, ?) FROM sections_fts WHERE sections_fts MATCH ?{condition}",
+        (*weights, match, *values),
     )
 
 
@@ -1191,20 +1247,21 @@ def best_question_hits(conn: sqlite3.Connection, limit: int) -> list[tuple[int, 
 
 def best_with_feedback(
     conn: sqlite3.Connection, feedback_match: str, weights: Sequence[float], feedback_share: float, limit: int,
-    excluded: str = NO_FILES,
+    scope: Scope = EVERY_FILE,
 ) -> list[tuple[int, float]]:
     """Like best_question_hits, each section scored by its question score plus its bm25 for
     ``feedback_match`` scaled so that the best feedback score is ``feedback_share`` of the best
     question score: a question of five words and one of fifty give their feedback the same say.
     The question's doclists are not read again."""
+    condition, values = _scoped(scope)
     return conn.execute(
         "WITH feedback AS MATERIALIZED (SELECT rowid AS id, bm25(sections_fts, ?, ?, ?) AS score"
-        f" FROM sections_fts WHERE sections_fts MATCH ?{_NOT_EXCLUDED}),"
+        f" FROM sections_fts WHERE sections_fts MATCH ?{condition}),"
         " scale AS (SELECT ? * coalesce((SELECT min(score) FROM temp.question_hits) / nullif((SELECT min(score) FROM feedback), 0), 0) AS k),"
         " combined AS (SELECT id, sum(score) AS score FROM"
         " (SELECT id, score FROM temp.question_hits UNION ALL SELECT id, (SELECT k FROM scale) * score FROM feedback) GROUP BY id)"
         f" SELECT id, min(score) AS best FROM combined GROUP BY id >> {SECTION_BITS} ORDER BY best LIMIT ?",
-        (*weights, feedback_match, excluded, feedback_share, limit),
+        (*weights, feedback_match, *values, feedback_share, limit),
     ).fetchall()
 
 

@@ -37,6 +37,16 @@ class QueryError(DocSearchError):
         super().__init__(f"query {shown!r}: {reason}")
 
 
+class ArgumentError(DocSearchError):
+    """A tool's argument other than the query is out of range or malformed (a filter, an offset,
+    a heading or line range)."""
+
+    def __init__(self, name: str, problem: str) -> None:
+        self.name = name
+        self.problem = problem
+        super().__init__(f"{name}: {problem}")
+
+
 class IndexUnavailableError(DocSearchError):
     """The index database cannot be opened or used right now."""
 

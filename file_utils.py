@@ -285,6 +285,18 @@ def check_single_file(root: Path, rel: str, file_filter: FileFilter) -> DiskFile
     return DiskFile(path=rel, mtime_ns=st.st_mtime_ns, size=st.st_size, inode=st.st_ino, ctime_ns=st.st_ctime_ns)
 
 
+def disk_signature(root: Path, rel: str) -> Signature | None:
+    """The Signature the walk would record for the file at ``rel`` now (one lstat), or None if
+    there is no regular file there any more."""
+    try:
+        st = os.lstat(os.path.join(root, rel))
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return (rel, st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+
+
 def _has_surrogates(name: str) -> bool:
     try:
         name.encode("utf-8")

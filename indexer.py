@@ -30,7 +30,7 @@ from pathlib import Path
 import database
 from config import USABLE_CPUS
 from database import IndexWriter
-from exceptions import Cancelled, FileSkipped, IndexUnavailableError, SourceUnavailableError
+from exceptions import ArgumentError, Cancelled, DocSearchError, FileSkipped, IndexUnavailableError, SourceUnavailableError
 from file_utils import (
     FileFilter,
     check_single_file,
@@ -42,6 +42,8 @@ from file_utils import (
 )
 from models import (
     DiskFile,
+    DocumentReply,
+    OutlineEntry,
     LoadedFile,
     RefreshReply,
     ScanProgress,
@@ -253,6 +255,173 @@ def _numbered(padded: str, pieces: list[tuple[int, str, str]]) -> list[Section]:
         sections.append(Section(line, end_line, heading, body))
         line, counted = end_line, offset + len(body)
     return sections
+
+
+# ---- documents (get_document) ------------------------------------------------------------------
+
+#: get_document returns at most this many characters at once, and lists at most
+#: MAX_OUTLINE_HEADINGS headings of a file.
+MAX_DOCUMENT_CHARS = 100_000
+MAX_OUTLINE_HEADINGS = 1000
+#: An unknown heading's error lists at most this many of the file's headings.
+MAX_HEADINGS_LISTED = 40
+
+
+@dataclass(frozen=True)
+class Document:
+    """A file as the index reads it, from disk now."""
+
+    path: str
+    title: str
+    lines: list[str]
+    outline: list[OutlineEntry]
+    content_hash: str
+    mtime_ns: int
+
+
+def file_outline(text: str, name: str) -> list[OutlineEntry]:
+    """The headings of a Markdown or reST text, each named by its path as search results name
+    sections ("Install > Linux"), with the lines it spans (its subsections included)."""
+    padded = f"\n{text}\n"
+    lowered = name.lower()
+    if lowered.endswith(MARKDOWN_EXTENSIONS):
+        headings, _ = _markdown_headings(padded)
+    elif lowered.endswith(RST_EXTENSIONS):
+        headings, _ = _rst_headings(padded)
+    else:
+        return []
+    total = len(text_lines(text))
+    entries: list[OutlineEntry] = []
+    path: list[tuple[int, str]] = []
+    open_entries: list[OutlineEntry] = []
+    line = counted = 0
+    for at, level, heading in headings:
+        line += padded.count("\n", counted, at + 1)  # the heading's line: newlines up to its boundary
+        counted = at + 1
+        while path and path[-1][0] >= level:
+            path.pop()
+        path.append((level, heading))
+        while open_entries and open_entries[-1]["level"] >= level:
+            open_entries.pop()["line_end"] = line - 1
+        entry: OutlineEntry = {"heading": " > ".join(h for _, h in path)[:MAX_TITLE_CHARS], "level": level, "line_start": line, "line_end": total}
+        entries.append(entry)
+        open_entries.append(entry)
+    return entries
+
+
+def text_lines(text: str) -> list[str]:
+    """The lines of ``text`` as the index numbers them (from 1; only \\n ends a line)."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def read_document(config: ServerConfig, user_path: str) -> Document:
+    """The file at ``user_path`` read from disk now, if the index would read it: the path rules of
+    refresh_index (UnsafePathError), then the walk's (ArgumentError naming why not)."""
+    root = config.source_directory
+    rel = resolve_user_path(root, user_path, config.index_output_directory)
+    try:
+        if check_single_file(root, rel, FileScanner(config).filter) is None:
+            raise ArgumentError("path", f"{rel}: no such file in the source directory")
+        raw = read_regular_file(root, rel, config.max_file_size_bytes)
+        text, _, _ = decode_text(rel, raw.data)
+    except FileSkipped as skipped:
+        detail = f": {skipped.detail}" if skipped.detail else ""
+        raise ArgumentError("path", f"{rel} is not a file the index reads ({skipped.reason}{detail}); nothing was returned") from None
+    title, _ = split_sections(text, rel)
+    return Document(rel, title, text_lines(text), file_outline(text, rel), raw.content_hash, raw.mtime_ns)
+
+
+def document_part(
+    document: Document, heading: str | None, start_line: int | None, end_line: int | None, max_chars: int
+) -> tuple[int, int, str, bool]:
+    """(first line, last line, text, truncated): the lines asked for (a heading's, a range, else
+    from the top), as many whole lines as fit in ``max_chars``; a first line longer than that is
+    cut."""
+    total = len(document.lines)
+    if heading:
+        if start_line is not None or end_line is not None:
+            raise ArgumentError("heading", "give either a heading or start_line/end_line, not both")
+        entry = _heading_named(document, heading)
+        first, last = entry["line_start"], entry["line_end"]
+    else:
+        first = 1 if start_line is None else start_line
+        last = total if end_line is None else min(end_line, total)
+        if first < 1 or (end_line is not None and end_line < first):
+            raise ArgumentError("start_line", f"lines are numbered from 1 and end_line is not before start_line; got {start_line}-{end_line}")
+        if first > max(total, 1):
+            raise ArgumentError("start_line", f"{document.path} has {total} lines; start_line {first} is past its end")
+    if total == 0:
+        return 0, 0, "", False
+    taken: list[str] = []
+    used = 0
+    for line in document.lines[first - 1:last]:
+        if used + len(line) + (1 if taken else 0) > max_chars:
+            if not taken:
+                taken.append(line[:max_chars])  # one line longer than max_chars (minified text)
+            break
+        used += len(line) + (1 if taken else 0)
+        taken.append(line)
+    shown_last = first + len(taken) - 1
+    return first, shown_last, "\n".join(taken), shown_last < last or len(taken[-1]) < len(document.lines[shown_last - 1])
+
+
+def document_reply(
+    config: ServerConfig, user_path: str, heading: str | None = None, start_line: int | None = None, end_line: int | None = None,
+    max_chars: int = 20_000, refresh: Callable[[list[str]], bool] | None = None,
+) -> DocumentReply:
+    """get_document: a file read from disk now (see read_document and document_part), with its
+    outline. If it differs from what the index holds, ``refresh([path])`` is asked to index it
+    again (see TextIndexer.refresh_if_free); without one, or if it fails, the reply says stale."""
+    for name, value in (("start_line", start_line), ("end_line", end_line)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+            raise ArgumentError(name, f"must be a whole number, got {value!r}")
+    if not isinstance(max_chars, int) or isinstance(max_chars, bool) or not 1 <= max_chars <= MAX_DOCUMENT_CHARS:
+        raise ArgumentError("max_chars", f"must be a whole number from 1 to {MAX_DOCUMENT_CHARS:,}, got {max_chars!r}")
+    if heading is not None and not isinstance(heading, str):
+        raise ArgumentError("heading", f"must be a string, got {heading!r}")
+    document = read_document(config, user_path)
+    first, last, text, truncated = document_part(document, heading, start_line, end_line, max_chars)
+    changed = _indexed_hash(config.db_path, document.path) != document.content_hash
+    stale = changed and not (refresh is not None and refresh([document.path]))
+    return {
+        "path": document.path, "title": document.title, "text": text, "line_start": first, "line_end": last,
+        "total_lines": len(document.lines), "truncated": truncated,
+        "next_start_line": last + 1 if truncated and last < len(document.lines) else None,
+        "outline": document.outline[:MAX_OUTLINE_HEADINGS], "outline_truncated": len(document.outline) > MAX_OUTLINE_HEADINGS,
+        "changed_since_indexed": changed, "stale": stale,
+        "last_modified": datetime.fromtimestamp(document.mtime_ns / 1e9, tz=UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _indexed_hash(db_path: Path, rel: str) -> str | None:
+    """The content hash the index holds for the file ``rel``; None if it holds none (or there is no index yet)."""
+    try:
+        stored = database.stored_file(database.reader(db_path), rel)
+    except IndexUnavailableError:
+        return None
+    return stored.content_hash if stored else None
+
+
+def _heading_named(document: Document, heading: str) -> OutlineEntry:
+    """The outline entry named ``heading``: its path exactly, else ignoring case and spacing around
+    '>', else the one heading (at any depth) whose own name is that."""
+    wanted = " > ".join(part.strip() for part in heading.split(">"))
+    for key in (lambda name: name, str.casefold):
+        found = [entry for entry in document.outline if key(entry["heading"]) == key(wanted)]
+        if found:
+            return found[0]
+    last = [entry for entry in document.outline if entry["heading"].rsplit(" > ", 1)[-1].casefold() == wanted.casefold()]
+    if len(last) == 1:
+        return last[0]
+    names = [entry["heading"] for entry in document.outline]
+    if not names:
+        raise ArgumentError("heading", f"{document.path} has no headings; ask for start_line/end_line instead")
+    listed = "; ".join(names[:MAX_HEADINGS_LISTED]) + (f"; ... ({len(names)} in all)" if len(names) > MAX_HEADINGS_LISTED else "")
+    which = "matches several headings" if last else "is not a heading of"
+    raise ArgumentError("heading", f"{heading!r} {which} {document.path}; its headings: {listed}")
 
 
 # ---- reading ---------------------------------------------------------------------------------
@@ -847,21 +1016,49 @@ class TextIndexer:
         """Index one file now (or remove it if it is gone). Raises UnsafePathError for unsafe paths.
         The file is read holding the write lock: what is written is what the disk holds then."""
         rel = resolve_user_path(self.config.source_directory, user_path, self.config.index_output_directory)
+        return self.refresh_files([rel], cancelled)
+
+    def refresh_files(self, rels: Sequence[str], cancelled: Callable[[], bool] | None = None) -> RefreshReply:
+        """Index these files (source keys) now, or remove the ones that are gone, in one transaction."""
         with self.writer.write_lock.held(self._waiting_for, self._stop_check(cancelled)):
-            self._check_recorded_folders(rel)
-            try:
-                disk = check_single_file(self.config.source_directory, rel, self.scanner.filter)
-                loaded: LoadedFile | FileSkipped | None = (
-                    load_file(self.config.source_directory, rel, self.config.max_file_size_bytes) if disk else None
-                )
-            except FileSkipped as skipped:
-                loaded = skipped
+            for rel in rels:
+                self._check_recorded_folders(rel)
+            loaded = [self._read_now(rel) for rel in rels]
             with self.writer.transaction():
-                reply = self._write_refreshed(rel, loaded)
+                replies = [self._write_refreshed(rel, item) for rel, item in zip(rels, loaded)]
                 if self.writer.meta().get("last_error_of") != "scan":  # a failed scan's error stands till a scan passes
                     self.last_error = _describe_problems(self.writer.skipped_entries(ERROR_REASONS))
                     self.writer.set_meta("last_error", (self.last_error or "")[:MAX_ERROR_CHARS])
-        return reply
+        return {
+            "success": all(reply["success"] for reply in replies),
+            "files_processed": sum(reply["files_processed"] for reply in replies),
+            "files_removed": sum(reply["files_removed"] for reply in replies),
+            "errors": [error for reply in replies for error in reply["errors"]],
+        }
+
+    def refresh_if_free(self, rels: Sequence[str], seconds: float) -> bool:
+        """refresh_files, if no scan of this process runs and no other process writes the index
+        for ``seconds``; True if it was done (files that could not be read are skipped as a scan
+        would skip them), False if it would have had to wait longer or failed."""
+        if not self.scan_lock.acquire(timeout=seconds):
+            return False
+        deadline = time.monotonic() + seconds
+        try:
+            self.refresh_files(rels, lambda: time.monotonic() > deadline)
+        except (Cancelled, DocSearchError, OSError, sqlite3.Error) as exc:
+            logger.info("files found changed by a search were not indexed again: %s", exc)
+            return False
+        finally:
+            self.scan_lock.release()
+        return True
+
+    def _read_now(self, rel: str) -> LoadedFile | FileSkipped | None:
+        """A file read for refresh_files; None if it no longer exists."""
+        try:
+            disk = check_single_file(self.config.source_directory, rel, self.scanner.filter)
+            return load_file(self.config.source_directory, rel, self.config.max_file_size_bytes) if disk else None
+        except FileSkipped as skipped:
+            return skipped
 
     def _check_recorded_folders(self, rel: str) -> None:
         """Refuse a one-file refresh under the source, or a mount point in it, that is no longer the

@@ -27,8 +27,9 @@ import database
 from config import CONFIG_ENV_VAR, ENV_VARS, FLAGS, load_config
 from database import IndexWriter
 from exceptions import Cancelled, ConfigError, DocSearchError, IndexUnavailableError
-from indexer import TextIndexer, read_status
+from indexer import TextIndexer, document_reply, read_status
 from models import ScanProgress, ServerConfig
+from search import Freshness, read_filters
 from search import search as run_search
 
 logger = logging.getLogger("docsearch")
@@ -43,13 +44,20 @@ STOP_WAIT_SECONDS = 5.0
 #: SQLite's (an index directory deleted under the server, say), which would otherwise reach the
 #: client as a bare "Error executing tool".
 TOOL_ERRORS = (DocSearchError, OSError, sqlite3.Error)
+#: A search or get_document that finds files changed since they were indexed indexes them again
+#: first when the index's writer is free within this time and they are at most this many; else
+#: they are returned marked stale (and the next rescan catches up).
+FRESHNESS_WAIT_SECONDS = 0.25
+MAX_FRESHNESS_FILES = 20
 #: Signals that stop the server or an index run, closing the index first (its WAL truncated).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 SERVER_INSTRUCTIONS = """Full-text search over the user's local text files (notes, docs, source).
 Use `search` with keywords or a natural-language question; it returns at most one hit per file with
-the path, the matching lines (line_start-line_end) and a snippet with matched words in **bold**.
-Supports "exact phrases", prefix*, and -excluded words. Open the file at those lines to read more.
+the path, the matching lines (line_start-line_end), the heading and a snippet with matched words in
+**bold**. Supports "exact phrases", prefix*, and -excluded words; narrow with `path` (a glob such as
+guides/**/*.md, or a folder), `extensions`, `modified_after`/`modified_before`; page with `offset`.
+Then read with `get_document(path, heading=...)` or a line range: it returns the file's outline too.
 `get_index_status` tells whether the first index is still running. `refresh_index` re-reads one file
 (path relative to the source) or everything, right now."""
 
@@ -82,6 +90,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     search_parser = sub.add_parser("search", parents=[common], help="search the index")
     search_parser.add_argument("query")
     search_parser.add_argument("--limit", type=int, default=10)
+    search_parser.add_argument("--offset", type=int, default=0, help="skip this many results (paging)")
+    search_parser.add_argument("--path", metavar="GLOB", help="only files matching this glob or under this folder, e.g. 'guides/**/*.md'")
+    search_parser.add_argument("--ext", metavar="EXTS", help="only files with these extensions, comma-separated, e.g. .md,.rst")
+    search_parser.add_argument("--after", metavar="DATE", help="only files modified at or after this ISO 8601 date or datetime")
+    search_parser.add_argument("--before", metavar="DATE", help="only files modified before this ISO 8601 date or datetime")
+    search_parser.add_argument("--all-copies", action="store_true", help="one result per file, also for files of the same text")
     search_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
     status_parser = sub.add_parser("status", parents=[common], help="show index status")
     status_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
@@ -195,7 +209,11 @@ class ProgressPrinter:
 
 def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
     try:
-        reply = run_search(config.db_path, args.query, args.limit)
+        extensions = [part for part in args.ext.split(",") if part.strip()] if args.ext is not None else None
+        reply = run_search(
+            config.db_path, args.query, args.limit, filters=read_filters(args.path, extensions, args.after, args.before),
+            offset=args.offset, collapse_duplicates=not args.all_copies, freshness=Freshness(config.source_directory),
+        )
     except DocSearchError as exc:
         print(printable(f"main.py: {exc}{other_settings_hint(config)}"), file=sys.stderr)
         return 1
@@ -203,11 +221,15 @@ def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
         print(json.dumps(reply, ensure_ascii=False, indent=2))
         return 0
     for hit in reply["results"]:
-        print(printable(f"{hit['path']}:{hit['line_start']}-{hit['line_end']}  [{hit['score']:.4g}]  {hit['title']}"))
+        stale = "  (changed since indexed)" if hit["stale"] else ""
+        print(printable(f"{hit['path']}:{hit['line_start']}-{hit['line_end']}  [{hit['score']:.4g}]  {hit['title']}{stale}"))
         print(f"    {printable(hit['snippet'])}")
+        if hit["also_in_count"]:
+            print(printable(f"    same text in: {', '.join(hit['also_in'])}{' ...' if hit['also_in_count'] > len(hit['also_in']) else ''}"))
     for warning in reply["warnings"]:
         print(f"note: {warning}", file=sys.stderr)
-    print(f"{len(reply['results'])} of {reply['files_matched']} matching files", file=sys.stderr)
+    more = f"; more with --offset {reply['next_offset']}" if reply["has_more"] else ""
+    print(f"{len(reply['results'])} of {reply['files_matched']} matching files{more}", file=sys.stderr)
     return 0
 
 
@@ -300,6 +322,14 @@ class Daemon:
             else:
                 self.stopping.wait(interval)
 
+    def refresh_found(self, paths: list[str]) -> bool:
+        """Index again files a search or get_document found changed, if that can be done now (see
+        FRESHNESS_WAIT_SECONDS); True if it was."""
+        indexer = self.indexer
+        if indexer is None or len(paths) > MAX_FRESHNESS_FILES:
+            return False
+        return indexer.refresh_if_free(paths, FRESHNESS_WAIT_SECONDS)
+
     def wait_for_indexer(self, cancelled: threading.Event) -> TextIndexer:
         """The indexer, once the loop has opened the index (it may be waiting for another process
         that is writing it); raises if it cannot be opened or the caller gives up."""
@@ -335,28 +365,40 @@ async def run_cancellable(work: Callable[[threading.Event], _T]) -> _T:
 
 
 def build_server(daemon: Daemon) -> Any:
-    """The MCP server object with its three tools (imports the SDK)."""
+    """The MCP server object with its tools (imports the SDK)."""
     import anyio
     from mcp.server import MCPServer
     from mcp.server.mcpserver import Context
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import ToolAnnotations
 
-    from models import RefreshReply, SearchReply, StatusReply
+    from models import DocumentReply, RefreshReply, SearchReply, StatusReply
 
     server = MCPServer("docsearch", instructions=SERVER_INSTRUCTIONS)
     config = daemon.config
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
-    async def search(query: str, limit: int = 10) -> SearchReply:
+    async def search(
+        query: str, limit: int = 10, path: str | None = None, extensions: list[str] | None = None,
+        modified_after: str | None = None, modified_before: str | None = None, offset: int = 0, collapse_duplicates: bool = True,
+    ) -> SearchReply:
         """Full-text search of the indexed files. Returns the best-matching section of each file
         (at most `limit` files, 1-100): path, title, heading, snippet (matches in **bold**; a ** in
         the file itself shows as \\*\\*), score (higher is better), line_start/line_end,
-        last_modified. Accepts keywords or a question; "exact phrase", prefix*, and -exclude work."""
+        last_modified. Accepts keywords or a question; "exact phrase", prefix*, and -exclude work.
+        Filters, applied inside the ranking: `path`, a glob relative to the source (`guides/**/*.md`:
+        * and ? stay within a folder, ** spans folders) or a folder (`guides/`); `extensions`
+        ([".md"]); `modified_after`/`modified_before`, ISO 8601 dates or datetimes (UTC unless
+        given). `offset` pages (`has_more`, `next_offset`). Files whose best section is the same text
+        are one result, the others in `also_in` (`collapse_duplicates=false`: one result each).
+        Each file returned is checked on disk: deleted ones are left out, changed ones are indexed
+        again first, or marked `stale`."""
 
         def work(cancelled: threading.Event) -> SearchReply:
             return run_search(
-                config.db_path, query, limit, indexing=not daemon.first_scan_done.is_set(), cancelled=cancelled.is_set
+                config.db_path, query, limit, indexing=not daemon.first_scan_done.is_set(), cancelled=cancelled.is_set,
+                filters=read_filters(path, extensions, modified_after, modified_before), offset=offset,
+                collapse_duplicates=collapse_duplicates, freshness=Freshness(config.source_directory, daemon.refresh_found),
             )
 
         try:
@@ -364,6 +406,25 @@ def build_server(daemon: Daemon) -> Any:
         except TOOL_ERRORS as exc:
             if isinstance(exc, IndexUnavailableError) and daemon.indexer is not None:
                 daemon.indexer.damage_suspected = True
+            raise ToolError(str(exc)) from exc
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
+    async def get_document(
+        path: str, heading: str | None = None, start_line: int | None = None, end_line: int | None = None, max_chars: int = 20_000,
+    ) -> DocumentReply:
+        """Read an indexed file from disk now (`path` relative to the source, as search returns it).
+        `heading`: one section, named as search results name it ("Install > Linux"; its subsections
+        included). `start_line`/`end_line`: a line range (1-based, inclusive). Neither: the file from
+        the top. At most `max_chars` (1-100000) characters, cut at a line end: when `truncated`, ask
+        again from `next_start_line`. `outline` lists every heading with its lines.
+        `changed_since_indexed`: the file differs from what the index held (it is indexed again)."""
+
+        def work(cancelled: threading.Event) -> DocumentReply:
+            return document_reply(config, path, heading, start_line, end_line, max_chars, daemon.refresh_found)
+
+        try:
+            return await run_cancellable(work)
+        except TOOL_ERRORS as exc:
             raise ToolError(str(exc)) from exc
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))

@@ -144,6 +144,13 @@ class SearchHit(TypedDict):
     line_start: int
     line_end: int
     last_modified: str
+    #: The file changed on disk since it was indexed and could not be indexed again in time: the
+    #: snippet and lines are from the indexed text.
+    stale: bool
+    #: Other files whose best section is this very text (copies, versions), best first, at most 5;
+    #: also_in_count counts them all among the files ranked.
+    also_in: list[str]
+    also_in_count: int
 
 
 class QueryReading(TypedDict):
@@ -169,6 +176,10 @@ class SearchReply(TypedDict):
     results: list[SearchHit]
     files_matched: int
     indexing: bool
+    #: Where this page starts among the results; whether more follow, and the offset of the next page.
+    offset: int
+    has_more: bool
+    next_offset: int | None
     #: What of the query was not searched as typed (over a bound), and results left out of the reply.
     warnings: list[str]
     #: How the query was read, after those cuts.
@@ -176,6 +187,36 @@ class SearchReply(TypedDict):
     #: When nothing matched: words of the index close to the query's words (a typo, another
     #: spelling), best first; else empty.
     suggestions: list[str]
+
+
+class OutlineEntry(TypedDict):
+    """A heading, named by its path as search results name sections, and the lines it spans."""
+
+    heading: str
+    level: int
+    line_start: int
+    line_end: int
+
+
+class DocumentReply(TypedDict):
+    path: str
+    title: str
+    text: str
+    #: The lines returned (1-based, inclusive); 0 and 0 for an empty file.
+    line_start: int
+    line_end: int
+    total_lines: int
+    #: More of what was asked for follows: ask again from next_start_line.
+    truncated: bool
+    next_start_line: int | None
+    #: Every heading of the file (at most 1000; outline_truncated says when there are more).
+    outline: list[OutlineEntry]
+    outline_truncated: bool
+    #: The file on disk differs from what the index held; it was indexed again (unless stale).
+    changed_since_indexed: bool
+    #: It changed, and could not be indexed again in time: searches still see the old text.
+    stale: bool
+    last_modified: str
 
 
 class ScanProgressReply(TypedDict):

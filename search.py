@@ -32,7 +32,8 @@ from typing import TypeVar
 
 import database
 from config import USABLE_CPUS
-from exceptions import Cancelled, IndexUnavailableError, QueryError
+from exceptions import ArgumentError, Cancelled, IndexUnavailableError, QueryError
+from file_utils import disk_signature
 from models import QueryReading, SearchHit, SearchReply
 
 MAX_LIMIT = 100
@@ -416,51 +417,302 @@ def fit_question(conn: sqlite3.Connection, plan: MatchPlan) -> tuple[MatchPlan, 
     return replace(plan, precise=precise, shown=tuple(parts), estimated_rows=min(union, sum(rows[w] for w in kept))), notes
 
 
+@dataclass(frozen=True)
+class Filters:
+    """Which files a search may return, as read_filters makes it from the caller's arguments.
+
+    ``prefix``: every path starts with it (read from the index on paths). ``glob``: an SQLite GLOB
+    that every path matches, looser than ``pattern`` (its * also crosses /), run inside SQLite
+    first; ``pattern``: the exact rule, run in Python on the paths the GLOB let through.
+    ``extensions``: lowercase, with their dot. ``modified``: mtime in ns, from (inclusive) and until
+    (exclusive)."""
+
+    prefix: str = ""
+    glob: str | None = None
+    pattern: re.Pattern[str] | None = None
+    extensions: tuple[str, ...] = ()
+    modified: tuple[int | None, int | None] = (None, None)
+
+    @property
+    def narrows(self) -> bool:
+        return self != NO_FILTERS
+
+
+NO_FILTERS = Filters()
+MAX_PATH_PATTERN_CHARS = 1024
+MAX_EXTENSIONS = 50
+#: A * matches within one path segment; two in one segment can make a regular expression try every
+#: split of a long name, so a segment takes at most this many (** is one segment of its own).
+MAX_STARS_PER_SEGMENT = 2
+_EXTENSION = re.compile(r"\.[^\s/\\*?\[\]]{1,32}")
+
+
+def read_filters(
+    path: str | None = None, extensions: Sequence[str] | None = None, modified_after: str | None = None, modified_before: str | None = None
+) -> Filters:
+    """The Filters of a search's arguments; ArgumentError names the one that is wrong.
+
+    ``path``: a glob relative to the source, matched against the whole path: ``*`` and ``?`` within
+    one segment, ``**`` any number of segments (none too), ``[abc]`` one of those characters. Without
+    any of them it is a folder or a file: ``guides/`` and ``guides`` hold guides/install.md.
+    ``extensions``: ".md" or "md", any case. Dates: ISO 8601, a date or a date and time; without a
+    timezone, UTC."""
+    prefix, glob, pattern = _path_filter(path) if path is not None else ("", None, None)
+    return Filters(prefix, glob, pattern, _extensions(extensions), (_instant("modified_after", modified_after), _instant("modified_before", modified_before)))
+
+
+def _path_filter(path: str) -> tuple[str, str | None, re.Pattern[str] | None]:
+    if not isinstance(path, str):
+        raise ArgumentError("path", f"must be a string, got {type(path).__name__}")
+    text = path.strip().replace("\\", "/")
+    if len(text) > MAX_PATH_PATTERN_CHARS:
+        raise ArgumentError("path", f"is longer than {MAX_PATH_PATTERN_CHARS} characters")
+    if "\x00" in text:
+        raise ArgumentError("path", "contains a NUL byte")
+    if text.startswith("/"):
+        raise ArgumentError("path", f"{path!r} is absolute: give a glob relative to the source directory, e.g. 'guides/**/*.md'")
+    while text.startswith("./"):
+        text = text[2:]
+    segments = text.split("/")
+    if ".." in segments:
+        raise ArgumentError("path", f"{path!r}: '..' is not allowed; the filter is relative to the source directory")
+    if not text.strip("/"):
+        return "", None, None  # the whole source
+    wild = re.search(r"[*?\[]", text)
+    if wild is None:
+        folder = text.rstrip("/")
+        return (folder + "/", None, None) if text.endswith("/") else (folder, None, re.compile(re.escape(folder) + "(?:/.*)?", re.S))
+    for segment in segments:
+        if segment != "**" and segment.count("*") - 2 * segment.count("**") + segment.count("**") > MAX_STARS_PER_SEGMENT:
+            raise ArgumentError("path", f"{path!r}: at most {MAX_STARS_PER_SEGMENT} * in one path segment")
+    loose = None if "[" in text else re.sub(r"\*+/?", "*", text)
+    return text[:wild.start()], loose, re.compile(_glob_regex(segments), re.S)
+
+
+def _glob_regex(segments: list[str]) -> str:
+    """A regular expression for a glob split at its slashes (see read_filters)."""
+    parts: list[str] = []
+    for number, segment in enumerate(segments):
+        last = number == len(segments) - 1
+        if segment == "**":
+            if parts and parts[-1] in ("(?:[^/]*/)*", ".*"):
+                continue  # **/** is **
+            parts.append(".*" if last else "(?:[^/]*/)*")
+            continue
+        parts.append(_segment_regex(segment) + ("" if last else "/"))
+    return "".join(parts)
+
+
+def _segment_regex(segment: str) -> str:
+    out: list[str] = []
+    at = 0
+    while at < len(segment):
+        char = segment[at]
+        if char == "*":
+            while at + 1 < len(segment) and segment[at + 1] == "*":
+                at += 1
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[" and "]" in segment[at + 2:]:
+            end = segment.index("]", at + 2)
+            inner = segment[at + 1:end]
+            negated = inner[:1] in ("!", "^")
+            body = re.sub(r"([\\\]\[^])", r"\\\1", inner[1:] if negated else inner)
+            out.append(f"[{'^/' if negated else ''}{body}]")
+            at = end
+        else:
+            out.append(re.escape(char))
+        at += 1
+    return "".join(out)
+
+
+def _extensions(extensions: Sequence[str] | None) -> tuple[str, ...]:
+    if extensions is None:
+        return ()
+    if isinstance(extensions, str) or not isinstance(extensions, Sequence):
+        raise ArgumentError("extensions", f"must be a list of extensions such as [\".md\"], got {extensions!r}"[:200])
+    if len(extensions) > MAX_EXTENSIONS:
+        raise ArgumentError("extensions", f"at most {MAX_EXTENSIONS} extensions, got {len(extensions)}")
+    read = []
+    for extension in extensions:
+        dotted = extension.strip().lower() if isinstance(extension, str) else ""
+        dotted = dotted if dotted.startswith(".") else "." + dotted
+        if not _EXTENSION.fullmatch(dotted):
+            raise ArgumentError("extensions", f"{extension!r} is not an extension such as \".md\""[:200])
+        read.append(dotted)
+    return tuple(dict.fromkeys(read))
+
+
+def _instant(name: str, value: str | None) -> int | None:
+    """An ISO 8601 date or datetime as ns since the epoch (UTC unless it names a timezone)."""
+    if value is None:
+        return None
+    text = value.strip() if isinstance(value, str) else ""
+    try:
+        when = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text)
+    except ValueError:
+        raise ArgumentError(name, f"{value!r} is not an ISO 8601 date or datetime, e.g. 2024-05-01 or 2024-05-01T12:00:00Z"[:200]) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return int(when.timestamp() * 1_000_000) * 1000
+
+
+def _allowed_files(conn: sqlite3.Connection, filters: Filters) -> list[int] | None:
+    """The ids of the files the filters let through, in order; None if they do not narrow."""
+    if not filters.narrows:
+        return None
+    rows = database.files_passing(conn, filters.prefix, filters.glob, filters.extensions, filters.modified)
+    pattern = filters.pattern
+    return [file_id for file_id, path in rows if pattern is None or pattern.fullmatch(path)]
+
+
+def _scope(conn: sqlite3.Connection, plan: MatchPlan, filters: Filters) -> database.Scope:
+    """The files this search may return: those the filters let through, but the ones the plan's
+    -exclusions match, in this snapshot."""
+    excluded = database.matching_files(conn, plan.excluded) if plan.excluded else []
+    return database.scope_of(excluded, _allowed_files(conn, filters))
+
+
 def search(
-    db_path: Path, query: str, limit: int = 10, indexing: bool = False, cancelled: Callable[[], bool] | None = None
+    db_path: Path, query: str, limit: int = 10, indexing: bool = False, cancelled: Callable[[], bool] | None = None, *,
+    filters: Filters = NO_FILTERS, offset: int = 0, collapse_duplicates: bool = True, freshness: Freshness | None = None,
 ) -> SearchReply:
-    """Search the index at ``db_path``; at most one result (the best section) per file.
+    """Search the index at ``db_path``: the best section of each file, from the ``offset``-th file
+    on, at most ``limit`` of them, among the files ``filters`` let through. With
+    ``collapse_duplicates``, files whose best section is the same text are one result (see
+    _collapsed). With ``freshness``, each file is checked on disk first (see Freshness).
 
     ``cancelled``: polled while SQLite works; once it returns true the search stops and raises
     Cancelled. A search still running after SEARCH_TIME_LIMIT_SECONDS is stopped as well.
     """
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
         raise QueryError(query, f"limit must be a whole number from 1 to {MAX_LIMIT}, got {limit!r}")
-    parsed = parse_query(query)
-    if not parsed.has_words():
-        raise QueryError(query, _nothing_to_search(parsed))
+    if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= MAX_OFFSET:
+        raise ArgumentError("offset", f"must be a whole number from 0 to {MAX_OFFSET:,}, got {offset!r}")
     limits = Limits(cancelled, time.monotonic() + SEARCH_TIME_LIMIT_SECONDS)
-    conn = database.reader(db_path)
+    asking = Asking(db_path, query, limit, offset, filters, collapse_duplicates, freshness)
+    reply, outdated = _answer(asking, limits)
+    if outdated and freshness is not None and freshness.refresh is not None and freshness.refresh(outdated):
+        reply, _ = _answer(asking, limits)  # from the index as it is now; what changed again is stale
+    reply["indexing"] = indexing
+    return reply
+
+
+#: Results are paged up to this offset.
+MAX_OFFSET = 1000
+#: To collapse duplicates, this many times the files asked for are ranked (more if they turn out
+#: to hold fewer texts, up to MAX_RANKED_FILES).
+COLLAPSE_WINDOW = 3
+MAX_RANKED_FILES = 4000
+#: A result names at most this many of the files holding the same text (also_in); also_in_count counts them all.
+MAX_ALSO_IN = 5
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """Check the files a search returns on disk: ``source`` is the indexed folder. A file that is
+    gone is never returned; one that changed since it was indexed is passed to ``refresh`` (with
+    the gone ones) if there is one, which brings the index up to date and returns true if it did
+    in time; else such a file is returned marked stale."""
+
+    source: Path
+    refresh: Callable[[list[str]], bool] | None = None
+
+
+@dataclass(frozen=True)
+class Asking:
+    """One search's arguments (see search)."""
+
+    db_path: Path
+    query: str
+    limit: int
+    offset: int
+    filters: Filters
+    collapse: bool
+    freshness: Freshness | None
+
+
+def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
+    """The reply, and the paths among the files ranked that changed or were deleted since they
+    were indexed (if asked to check)."""
+    parsed = parse_query(asking.query)
+    if not parsed.has_words():
+        raise QueryError(asking.query, _nothing_to_search(parsed))
+    conn = database.reader(asking.db_path)
+    wanted = asking.offset + asking.limit
+    window = min(wanted * COLLAPSE_WINDOW, MAX_RANKED_FILES) if asking.collapse else wanted + 1
     try:
         with database.snapshot(conn), database.interruptible(conn, limits.reached):
             plan = plan_within_bounds(conn, parsed)
-            run = Searching(db_path, conn, limits.reached, _excluded_files(conn, plan))
-            plan, (ranked, feedback, files_matched) = rank_in_time(run, parsed, plan, limit, limits)
-            reading = query_reading(parsed, plan, feedback)
-            ranked = with_weighed_words(conn, reading, ranked)
-            sections = {rowid: showable(section) for rowid, section in database.load_sections(conn, [rowid for rowid, _ in ranked]).items()}
+            run = Searching(asking.db_path, conn, limits.reached, _scope(conn, plan, asking.filters), asking.filters)
+            while True:
+                plan, (ranked, feedback, files_matched) = rank_in_time(run, parsed, plan, window, limits)
+                reading = query_reading(parsed, plan, feedback)
+                ranked = with_weighed_words(conn, reading, ranked)
+                sections = {rowid: showable(section) for rowid, section in database.load_sections(conn, [rowid for rowid, _ in ranked]).items()}
+                gone, changed = _outdated(asking.freshness, sections)
+                groups = _collapsed([(rowid, score) for rowid, score in ranked if rowid in sections and rowid not in gone], sections, asking.collapse)
+                if len(groups) > wanted or len(ranked) < window or window >= MAX_RANKED_FILES:
+                    break
+                window = min(window * 2, MAX_RANKED_FILES)
+            page = groups[asking.offset:wanted]
+            leaders = {group[0][0]: sections[group[0][0]] for group in page}
             # Snippets highlight the user's own words; a file found only by feedback words is shown
             # with those.
-            snippet_text = _snippets(conn, [plan.shown, [_quote([w]) for w in feedback]], sections)
-            suggestions = [] if ranked else suggest(conn, parsed)
+            snippet_text = _snippets(conn, [plan.shown, [_quote([w]) for w in feedback]], leaders)
+            suggestions = [] if ranked or asking.offset else suggest(conn, parsed)
     except sqlite3.Error as exc:
         if database.is_interruption(exc):
-            if cancelled is not None and cancelled():
+            if limits.cancelled is not None and limits.cancelled():
                 raise Cancelled("the search was cancelled") from None
             raise QueryError(
-                query, f"stopped after {SEARCH_TIME_LIMIT_SECONDS:g} s: search for fewer, rarer words or fewer prefix* terms"
+                asking.query, f"stopped after {SEARCH_TIME_LIMIT_SECONDS:g} s: search for fewer, rarer words or fewer prefix* terms"
             ) from None
-        database.drop_reader(db_path)
-        raise IndexUnavailableError(str(db_path), f"search failed: {exc}") from exc
-    results = [_hit(sections[rowid], snippet_text.get(rowid, ""), score) for rowid, score in ranked if rowid in sections]
+        database.drop_reader(asking.db_path)
+        raise IndexUnavailableError(str(asking.db_path), f"search failed: {exc}") from exc
+    results = [_result(group, sections, snippet_text, changed) for group in page]
     warnings = list(dict.fromkeys(parsed.warnings))
     kept = _within_reply_budget(results)
     if kept < len(results):
         warnings.append(f"{len(results) - kept} more results were left out to keep the reply under {MAX_REPLY_CHARS:,} characters")
+    has_more = len(groups) > wanted or len(ranked) >= window or kept < len(results)
+    outdated = [str(sections[rowid]["path"]) for rowid in sorted(gone | changed)]
     return {
-        "query": query[:MAX_QUERY_CHARS], "results": results[:kept], "files_matched": max(files_matched, len(results)),
-        "indexing": indexing, "warnings": warnings, "query_read": reading, "suggestions": suggestions,
-    }
+        "query": asking.query[:MAX_QUERY_CHARS], "results": results[:kept],
+        "files_matched": max(files_matched - len(gone), asking.offset + len(results)),
+        "indexing": False, "offset": asking.offset, "has_more": has_more,
+        "next_offset": asking.offset + kept if has_more else None,
+        "warnings": warnings, "query_read": reading, "suggestions": suggestions,
+    }, outdated
+
+
+def _outdated(freshness: Freshness | None, sections: dict[int, dict]) -> tuple[set[int], set[int]]:
+    """The sections (rowids) whose file is gone from disk, and those whose file changed since it
+    was indexed: one stat per file (file_utils.disk_signature), nothing if not asked to check."""
+    gone: set[int] = set()
+    changed: set[int] = set()
+    if freshness is None:
+        return gone, changed
+    for rowid, section in sections.items():
+        now = disk_signature(freshness.source, str(section["path"]))
+        if now is None:
+            gone.add(rowid)
+        elif now != section["signature"]:
+            changed.add(rowid)
+    return gone, changed
+
+
+def _collapsed(ranked: list[tuple[int, float]], sections: dict[int, dict], collapse: bool) -> list[list[tuple[int, float]]]:
+    """``ranked`` in groups, best first: files whose best section is the same text (its body,
+    exactly: versioned copies of one page, a file copied into two folders) are one group, led by
+    the best-ranked of them; without ``collapse``, one group per file."""
+    if not collapse:
+        return [[hit] for hit in ranked]
+    groups: dict[str, list[tuple[int, float]]] = {}
+    for rowid, score in ranked:
+        groups.setdefault(str(sections[rowid]["body"]), []).append((rowid, score))
+    return list(groups.values())
 
 
 @dataclass
@@ -499,7 +751,7 @@ def rank_in_time(run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: in
                 raise
             if not run.conn.in_transaction:  # SQLite ended the snapshot with the interrupted write
                 run.conn.execute("BEGIN")
-                run = replace(run, excluded=_excluded_files(run.conn, plan))
+                run = replace(run, scope=_scope(run.conn, plan, run.filters))
             continue
         finally:
             limits.attempt_ends = math.inf
@@ -549,11 +801,6 @@ def with_weighed_words(conn: sqlite3.Connection, reading: QueryReading, ranked: 
                 score = rescored[-1][1] * 0.99  # FTS5's order stands: the words it weighed come first
         rescored.append((rowid, score))
     return rescored
-
-
-def _excluded_files(conn: sqlite3.Connection, plan: MatchPlan) -> str:
-    """The files the plan's -exclusions leave out (database.matching_files), in this snapshot."""
-    return database.matching_files(conn, plan.excluded) if plan.excluded else database.NO_FILES
 
 
 def _nothing_to_search(parsed: ParsedQuery) -> str:
@@ -703,12 +950,13 @@ StopCheck = Callable[[], bool] | None
 @dataclass(frozen=True)
 class Searching:
     """What the steps of one search share: the index, the caller's connection (inside the search's
-    snapshot), when to stop, and the files the -exclusions leave out (database.matching_files)."""
+    snapshot), when to stop, and the files it may return (see _scope)."""
 
     db_path: Path
     conn: sqlite3.Connection
     should_stop: StopCheck = None
-    excluded: str = database.NO_FILES
+    scope: database.Scope = database.EVERY_FILE
+    filters: Filters = NO_FILTERS
 
 
 def rank(run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: int) -> Ranking:
@@ -724,7 +972,7 @@ def _rank_keywords(run: Searching, plan: MatchPlan, limit: int) -> Ranking:
     ranked = [(rowid, -bm25) for rowid, bm25 in best]
     if plan.broad and len(ranked) < limit:
         seen = {database.file_id_of(rowid) for rowid, _ in ranked}
-        spread = [f for f in database.files_with_each(run.conn, plan.shown, run.excluded) if f not in seen]
+        spread = [f for f in database.files_with_each(run.conn, plan.shown, run.scope) if f not in seen]
         if spread:
             ranked = _below(ranked, database.best_section_of_files(run.conn, plan.broad, COLUMN_WEIGHTS, spread, limit - len(ranked)))
             seen.update(spread)
@@ -747,19 +995,19 @@ def _rank_question(run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: 
     words' doclists and adds their scores (see database.best_with_feedback)."""
 
     def count_in_span(part: sqlite3.Connection, span: database.Span) -> int:
-        return database.count_matching_files(part, plan.precise, span, run.excluded)
+        return database.count_matching_files(part, plan.precise, span, run.scope)
 
     files_matched = sum(_over_parts(run, plan.precise, count_in_span, plan.estimated_rows))
     if files_matched > FEEDBACK_MAX_FILES:
         ranked, _ = _best_files(run, plan.precise, limit, one_pass=False, count=False, estimated_rows=plan.estimated_rows)
         return [(rowid, -bm25) for rowid, bm25 in ranked], [], files_matched
     conn = run.conn
-    database.score_question(conn, plan.precise, COLUMN_WEIGHTS, run.excluded)
+    database.score_question(conn, plan.precise, COLUMN_WEIGHTS, run.scope)
     first = database.best_question_hits(conn, max(limit, FEEDBACK_FILES))
     feedback = feedback_words(conn, first[:FEEDBACK_FILES], parsed)
     if not feedback:
         return [(rowid, -bm25) for rowid, bm25 in first[:limit]], [], files_matched
-    ranked = database.best_with_feedback(conn, feedback_match(feedback), COLUMN_WEIGHTS, FEEDBACK_SHARE, limit, run.excluded)
+    ranked = database.best_with_feedback(conn, feedback_match(feedback), COLUMN_WEIGHTS, FEEDBACK_SHARE, limit, run.scope)
     return [(rowid, -bm25) for rowid, bm25 in ranked], feedback, files_matched
 
 
@@ -772,10 +1020,10 @@ def _best_files(
 
     def in_span(part: sqlite3.Connection, span: database.Span) -> tuple[list[tuple[int, float]], int]:
         if one_pass:
-            rows = database.best_section_of_every_file(part, match, COLUMN_WEIGHTS, limit, span, run.excluded)
+            rows = database.best_section_of_every_file(part, match, COLUMN_WEIGHTS, limit, span, run.scope)
             return [(rowid, bm25) for rowid, bm25, _ in rows], rows[0][2] if rows else 0
-        best = database.best_section_per_file(part, match, COLUMN_WEIGHTS, limit, span, run.excluded)
-        counted = database.count_matching_files(part, match, span, run.excluded) if count and len(best) >= limit else len(best)
+        best = database.best_section_per_file(part, match, COLUMN_WEIGHTS, limit, span, run.scope)
+        counted = database.count_matching_files(part, match, span, run.scope) if count and len(best) >= limit else len(best)
         return best, counted
 
     parts = _over_parts(run, match, in_span, estimated_rows)
@@ -983,6 +1231,14 @@ def showable(section: dict[str, object]) -> dict[str, object]:
     }
 
 
+def _result(group: list[tuple[int, float]], sections: dict[int, dict], snippets: dict[int, str], changed: set[int]) -> SearchHit:
+    """The hit for a group of files holding one text (see _collapsed): its first file's."""
+    (rowid, score), others = group[0], [str(sections[other]["path"]) for other, _ in group[1:]]
+    hit = _hit(sections[rowid], snippets.get(rowid, ""), score)
+    hit.update(stale=rowid in changed, also_in=others[:MAX_ALSO_IN], also_in_count=len(others))
+    return hit
+
+
 def _hit(section: dict, snippet: str, score: float) -> SearchHit:
     body: str = section["body"]
     start, end = _snippet_lines(body, snippet, section["start_line"], section["end_line"])
@@ -999,6 +1255,9 @@ def _hit(section: dict, snippet: str, score: float) -> SearchHit:
         "line_start": start,
         "line_end": end,
         "last_modified": modified,
+        "stale": False,
+        "also_in": [],
+        "also_in_count": 0,
     }
 
 

@@ -49,7 +49,7 @@ async def test_stdio_session_end_to_end(source: Path, tmp_path: Path) -> None:
         assert during["indexing"] or first["state"] == "idle"
 
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert set(tools) == {"search", "get_index_status", "refresh_index"}
+        assert set(tools) == {"search", "get_index_status", "refresh_index", "get_document"}
         assert all(tool.output_schema for tool in tools.values())
         assert tools["search"].annotations.read_only_hint is True
 
