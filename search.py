@@ -704,15 +704,27 @@ def _outdated(freshness: Freshness | None, sections: dict[int, dict]) -> tuple[s
 
 
 def _collapsed(ranked: list[tuple[int, float]], sections: dict[int, dict], collapse: bool) -> list[list[tuple[int, float]]]:
-    """``ranked`` in groups, best first: files whose best section is the same text (its body,
-    exactly: versioned copies of one page, a file copied into two folders) are one group, led by
-    the best-ranked of them; without ``collapse``, one group per file."""
+    """``ranked`` in groups, best first: files whose best section says the same (see _said) are one
+    group, led by the best-ranked of them; without ``collapse``, one group per file."""
     if not collapse:
         return [[hit] for hit in ranked]
     groups: dict[str, list[tuple[int, float]]] = {}
     for rowid, score in ranked:
-        groups.setdefault(str(sections[rowid]["body"]), []).append((rowid, score))
+        groups.setdefault(_said(str(sections[rowid]["body"])), []).append((rowid, score))
     return list(groups.values())
+
+
+#: YAML front matter at the start of a section, and Markdown heading lines.
+_FRONT_MATTER = re.compile(r"\A\s*---[^\S\n]*\n.*?\n(?:---|\.\.\.)[^\S\n]*(?:\n|\Z)", re.S)
+_HEADING_LINE = re.compile(r"^[^\S\n]{0,3}#{1,6}(?:[^\S\n][^\n]*)?$", re.M)
+
+
+def _said(body: str) -> str:
+    """What a section says, to tell copies apart: its text without front matter or heading lines
+    (versioned copies of a page differ in a date or a title with the version), with whitespace
+    runs as one space; the text itself if nothing else is left."""
+    said = " ".join(_HEADING_LINE.sub("", _FRONT_MATTER.sub("", body, count=1)).split())
+    return said or body
 
 
 @dataclass

@@ -1,0 +1,89 @@
+"""What a search's path, extensions and date filters let through: the rules as a table, then on a
+real index (the filter applies before the limit, and files_matched counts what passes)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from exceptions import ArgumentError
+from indexer import TextIndexer
+from models import ServerConfig
+from search import read_filters, search
+from tests.conftest import write
+
+PATHS = [
+    "readme.md", "guides/a.md", "guides/install.md", "guides/x/y/z.md", "guides/x/install.md", "guides.md",
+    "guides-old/a.md", "other/install.md", "other/deep/install.md", "a/b/c.rst", "x/b1.md", "x/a1.md", "notes/Ünïcode.md",
+]
+
+
+def passing(pattern: str) -> list[str]:
+    filters = read_filters(pattern)
+    return [p for p in PATHS if p.startswith(filters.prefix) and (filters.pattern is None or filters.pattern.fullmatch(p))]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ("guides/", ["guides/a.md", "guides/install.md", "guides/x/y/z.md", "guides/x/install.md"]),
+        ("guides", ["guides/a.md", "guides/install.md", "guides/x/y/z.md", "guides/x/install.md"]),  # a folder, not a name prefix
+        ("./guides/install.md", ["guides/install.md"]),
+        ("guides/**/*.md", ["guides/a.md", "guides/install.md", "guides/x/y/z.md", "guides/x/install.md"]),
+        ("guides/*.md", ["guides/a.md", "guides/install.md"]),  # * stays within a folder
+        ("*/install.md", ["guides/install.md", "other/install.md"]),
+        ("**/install.md", ["guides/install.md", "guides/x/install.md", "other/install.md", "other/deep/install.md"]),
+        ("**/*.rst", ["a/b/c.rst"]),
+        ("*.md", ["readme.md", "guides.md"]),  # the whole path: top level only
+        ("x/[!a]*.md", ["x/b1.md"]),
+        ("x/?1.md", ["x/b1.md", "x/a1.md"]),
+        ("guides/**", ["guides/a.md", "guides/install.md", "guides/x/y/z.md", "guides/x/install.md"]),
+        ("other/**/**/install.md", ["other/install.md", "other/deep/install.md"]),
+        ("notes/Ü*", ["notes/Ünïcode.md"]),
+        ("", PATHS),
+        ("./", PATHS),
+    ],
+)
+def test_path_filter_rules(pattern: str, expected: list[str]) -> None:
+    assert passing(pattern) == expected
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        ({"path": "/etc/passwd"}, "path"), ({"path": "guides/../.."}, "path"), ({"path": "a\x00b"}, "path"),
+        ({"path": "*a*b*c"}, "path"), ({"path": "x" * 2000}, "path"),
+        ({"extensions": ".md"}, "extensions"), ({"extensions": ["*.md"]}, "extensions"), ({"extensions": [3]}, "extensions"),
+        ({"extensions": [".md"] * 51}, "extensions"),
+        ({"modified_after": "last week"}, "modified_after"), ({"modified_before": "2024-13-01"}, "modified_before"),
+    ],
+)
+def test_malformed_filters_name_the_argument(arguments: dict, named: str) -> None:
+    with pytest.raises(ArgumentError) as raised:
+        read_filters(**arguments)
+    assert raised.value.name == named
+
+
+def test_dates_are_utc_unless_they_say_otherwise() -> None:
+    assert read_filters(modified_after="2024-05-01").modified == (1714521600 * 10**9, None)
+    assert read_filters(modified_after="2024-05-01T02:00:00+02:00").modified == (1714521600 * 10**9, None)
+    assert read_filters(modified_before="2024-05-01T00:00:00Z").modified == (None, 1714521600 * 10**9)
+
+
+def test_filters_apply_before_the_limit(indexer: TextIndexer, source: Path, config: ServerConfig) -> None:
+    # Forty files far better for "heron" outside the folder; the folder's weak ones must still come back.
+    for n in range(40):
+        write(source, f"birds/strong{n}.md", "# Heron\n\nheron heron heron heron\n")
+    for n in range(3):
+        write(source, f"weak/w{n}.txt", f"a heron, once, among many other words of note {n} " + "filler " * 50)
+    os.utime(source / "weak/w0.txt", ns=(10**18, 10**18))  # 2001-09-09, the others are today
+    indexer.scan()
+    reply = search(config.db_path, "heron", 2, filters=read_filters("weak/"))
+    assert {hit["path"] for hit in reply["results"]} <= {"weak/w0.txt", "weak/w1.txt", "weak/w2.txt"}
+    assert len(reply["results"]) == 2 and reply["files_matched"] == 3 and reply["has_more"] and reply["next_offset"] == 2
+    dated = search(config.db_path, "heron", 10, filters=read_filters(modified_before="2010-01-01"))
+    assert [hit["path"] for hit in dated["results"]] == ["weak/w0.txt"] and dated["files_matched"] == 1
+    both = search(config.db_path, "heron -once", 10, filters=read_filters("weak/", [".txt"]))
+    assert both["results"] == [] and both["files_matched"] == 0
