@@ -650,9 +650,7 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
                 plan, (ranked, feedback, files_matched) = rank_in_time(run, parsed, plan, window, limits)
                 reading = query_reading(parsed, plan, feedback)
                 ranked = with_weighed_words(conn, reading, ranked)
-                sections = {rowid: showable(section) for rowid, section in database.load_sections(conn, [rowid for rowid, _ in ranked]).items()}
-                gone, changed = _outdated(asking.freshness, sections)
-                groups = _collapsed([(rowid, score) for rowid, score in ranked if rowid in sections and rowid not in gone], sections, asking.collapse)
+                sections, groups, gone, changed = _first_groups(conn, ranked, wanted + 1, asking)
                 if len(groups) > wanted or len(ranked) < window or window >= MAX_RANKED_FILES:
                     break
                 window = min(window * 2, MAX_RANKED_FILES)
@@ -685,6 +683,27 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
         "next_offset": asking.offset + kept if has_more else None,
         "warnings": warnings, "query_read": reading, "suggestions": suggestions,
     }, outdated
+
+
+def _first_groups(
+    conn: sqlite3.Connection, ranked: list[tuple[int, float]], wanted: int, asking: Asking
+) -> tuple[dict[int, dict], list[list[tuple[int, float]]], set[int], set[int]]:
+    """The sections of ``ranked``, loaded ``wanted`` at a time until they make ``wanted`` groups
+    (see _collapsed) or run out; the groups, and the sections whose files are gone or changed."""
+    sections: dict[int, dict] = {}
+    gone: set[int] = set()
+    changed: set[int] = set()
+    groups: list[list[tuple[int, float]]] = []
+    loaded = 0
+    while loaded < len(ranked) and len(groups) < wanted:
+        batch = {rowid: showable(section) for rowid, section in database.load_sections(conn, [r for r, _ in ranked[loaded:loaded + wanted]]).items()}
+        loaded += wanted
+        batch_gone, batch_changed = _outdated(asking.freshness, batch)
+        sections.update(batch)
+        gone |= batch_gone
+        changed |= batch_changed
+        groups = _collapsed([(rowid, score) for rowid, score in ranked[:loaded] if rowid in sections and rowid not in gone], sections, asking.collapse)
+    return sections, groups, gone, changed
 
 
 def _outdated(freshness: Freshness | None, sections: dict[int, dict]) -> tuple[set[int], set[int]]:
