@@ -9,12 +9,13 @@ most pages exist in several near-identical copies. It is indexed with ``main.py 
 
 A result's text is the body of its best section as the index stores it: the section of the
 returned file that has the returned heading and contains the returned line range (the snippet's
-lines), read with database.load_sections. "distinct" counts distinct bodies, compared exactly
-(what collapsing compares); "near" counts them after lowercasing, collapsing whitespace and
-replacing every number (version numbers, dates) by N, which shows copies collapsing leaves.
-"hidden" counts texts in the uncollapsed top 10 that the collapsed reply does not show (as a
-result): it should be 0. "also_in bad" counts also_in files holding no section with the result's
-exact text: it should be 0.
+lines), read with database.load_sections. Texts are counted three ways: "exact" (the body as
+stored), "said" (the rule search.py states for collapsing, restated here: YAML front matter at
+the start and Markdown heading lines left out, whitespace runs as one space) and "near" (said,
+lowercased, every number such as a version or a date as N: the copies collapsing leaves).
+"hidden" counts the said-texts of the uncollapsed top 10 that no collapsed result shows: it
+should be 0. "bad" counts also_in files holding no section that says the result's text: it
+should be 0.
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ REPO = BENCH.parent
 sys.path[:0] = [str(REPO), str(BENCH)]
 
 import database  # noqa: E402
+import search as search_module  # noqa: E402
 from models import ServerConfig  # noqa: E402
+from run import code_version  # noqa: E402
 from search import search  # noqa: E402
 
 TARBALL = Path("/work/shared/corpora/powershell-docs.tar.gz")
@@ -64,6 +67,8 @@ QUERIES = (
     "how do I read a file line by line?",
 )
 _NUMBER = re.compile(r"\d+(?:\.\d+)*")
+_FRONT_MATTER = re.compile(r"\A\s*---[ \t]*\n.*?\n(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.S)
+_HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t].*)?$", re.M)
 
 
 def prepare(corpus: Path, work: Path) -> ServerConfig:
@@ -93,15 +98,42 @@ def best_section_text(conn: sqlite3.Connection, hit: dict) -> str:
     return str(database.load_sections(conn, [rows[0][0]])[rows[0][0]]["body"])
 
 
-def holds_text(conn: sqlite3.Connection, path: str, text: str) -> bool:
-    """True if a section of the file at ``path`` has exactly this body."""
+def says(conn: sqlite3.Connection, path: str, text: str) -> bool:
+    """True if a section of the file at ``path`` says ``text`` (see said)."""
     first = file_id(conn, path) << database.SECTION_BITS
     ids = [rowid for (rowid,) in conn.execute("SELECT id FROM sections WHERE id >= ? AND id < ?", (first, first + database.MAX_SECTIONS_PER_FILE))]
-    return any(section["body"] == text for section in database.load_sections(conn, ids).values())
+    return any(said(str(section["body"])) == text for section in database.load_sections(conn, ids).values())
 
 
-def near(text: str) -> str:
-    return " ".join(_NUMBER.sub("N", text.lower()).split())
+def said(body: str) -> str:
+    """The body without front matter at its start and Markdown heading lines, whitespace runs as one space."""
+    return " ".join(_HEADING.sub("", _FRONT_MATTER.sub("", body, count=1)).split()) or body
+
+
+def near(body: str) -> str:
+    return _NUMBER.sub("N", said(body).lower())
+
+
+def counts(texts: list[str]) -> dict[str, int]:
+    return {"results": len(texts), "exact": len(set(texts)), "said": len(set(map(said, texts))), "near": len(set(map(near, texts)))}
+
+
+def windows(config: ServerConfig, query: str, collapse: bool) -> list[int]:
+    """How many files each ranking pass of one search asked for (search ranks again, twice as
+    many, while the files ranked hold too few texts)."""
+    asked: list[int] = []
+    original = search_module.rank_in_time
+
+    def counted(run, parsed, plan, limit, limits):  # type: ignore[no-untyped-def]
+        asked.append(limit)
+        return original(run, parsed, plan, limit, limits)
+
+    search_module.rank_in_time = counted
+    try:
+        search(config.db_path, query, 10, collapse_duplicates=collapse)
+    finally:
+        search_module.rank_in_time = original
+    return asked
 
 
 def p50_ms(samples: list[float]) -> float:
@@ -115,7 +147,7 @@ def measure(config: ServerConfig, query: str, repeat: int) -> dict:
     after = search(config.db_path, query, 10)["results"]
     texts_before = [best_section_text(conn, hit) for hit in before]
     texts_after = [best_section_text(conn, hit) for hit in after]
-    also_in_bad = sum(not holds_text(conn, other, text) for hit, text in zip(after, texts_after) for other in hit["also_in"])
+    also_in_bad = sum(not says(conn, other, said(text)) for hit, text in zip(after, texts_after) for other in hit["also_in"])
     conn.close()
     plain, collapsed = [], []
     for _ in range(repeat):
@@ -124,10 +156,10 @@ def measure(config: ServerConfig, query: str, repeat: int) -> dict:
             search(config.db_path, query, 10, collapse_duplicates=collapse)
             samples.append(time.perf_counter() - start)
     return {
-        "query": query, "before_results": len(before), "before_distinct": len(set(texts_before)),
-        "before_near": len(set(map(near, texts_before))), "after_results": len(after), "after_distinct": len(set(texts_after)),
-        "after_near": len(set(map(near, texts_after))), "also_in_count": sum(hit["also_in_count"] for hit in after),
-        "also_in_bad": also_in_bad, "hidden": len(set(texts_before) - set(texts_after)),
+        "query": query, "before": counts(texts_before), "after": counts(texts_after),
+        "also_in_count": sum(hit["also_in_count"] for hit in after), "also_in_bad": also_in_bad,
+        "hidden": len(set(map(said, texts_before)) - set(map(said, texts_after))),
+        "windows_off": windows(config, query, False), "windows_on": windows(config, query, True),
         "files_covered": len(after) + sum(hit["also_in_count"] for hit in after),
         "p50_plain_ms": p50_ms(plain), "p50_collapsed_ms": p50_ms(collapsed),
         "ratio": round(statistics.median(collapsed) / statistics.median(plain), 2),
@@ -135,17 +167,24 @@ def measure(config: ServerConfig, query: str, repeat: int) -> dict:
 
 
 def print_table(rows: list[dict], files: int) -> None:
-    print(f"{files} files indexed; top 10 per query; before = collapse_duplicates=False, after = True (the default)")
-    print(f"{'query':<36}{'before':>7}{'dist':>5}{'near':>5}{'after':>6}{'dist':>5}{'near':>5}{'also_in':>8}{'files':>6}"
-          f"{'hidden':>7}{'bad':>4}{'p50 off':>9}{'p50 on':>8}{'ratio':>6}")
+    print(f"code {code_version()}; {files} files indexed; top 10 per query; before = collapse_duplicates=False, after = True (the default);"
+          " distinct texts: exact / said / near (see the docstring)")
+    print(f"{'query':<36}{'before: n exact said near':>26}{'after: n exact said near':>26}{'also_in':>8}{'files':>6}"
+          f"{'hidden':>7}{'bad':>4}{'p50 off':>9}{'p50 on':>8}{'ratio':>6}  files ranked off / on")
+
+    def four(c: dict) -> str:
+        return f"{c['results']:>11}{c['exact']:>6}{c['said']:>5}{c['near']:>5}"
+
     for r in rows:
-        print(f"{r['query'][:35]:<36}{r['before_results']:>7}{r['before_distinct']:>5}{r['before_near']:>5}{r['after_results']:>6}"
-              f"{r['after_distinct']:>5}{r['after_near']:>5}{r['also_in_count']:>8}{r['files_covered']:>6}{r['hidden']:>7}"
-              f"{r['also_in_bad']:>4}{r['p50_plain_ms']:>9.1f}{r['p50_collapsed_ms']:>8.1f}{r['ratio']:>6.2f}")
-    mean = lambda key: statistics.mean(r[key] for r in rows)  # noqa: E731
-    print(f"{'mean':<36}{mean('before_results'):>7.1f}{mean('before_distinct'):>5.1f}{mean('before_near'):>5.1f}"
-          f"{mean('after_results'):>6.1f}{mean('after_distinct'):>5.1f}{mean('after_near'):>5.1f}{mean('also_in_count'):>8.1f}"
-          f"{mean('files_covered'):>6.1f}{mean('hidden'):>7.1f}{mean('also_in_bad'):>4.1f}")
+        print(f"{r['query'][:35]:<36}{four(r['before'])}{four(r['after'])}{r['also_in_count']:>8}{r['files_covered']:>6}"
+              f"{r['hidden']:>7}{r['also_in_bad']:>4}{r['p50_plain_ms']:>9.1f}{r['p50_collapsed_ms']:>8.1f}{r['ratio']:>6.2f}"
+              f"  {','.join(map(str, r['windows_off']))} / {','.join(map(str, r['windows_on']))}")
+
+    def mean(side: str) -> str:
+        return "".join(f"{statistics.mean(r[side][k] for r in rows):>{w}.1f}" for k, w in (("results", 11), ("exact", 6), ("said", 5), ("near", 5)))
+
+    other = "".join(f"{statistics.mean(r[k] for r in rows):>{w}.1f}" for k, w in (("also_in_count", 8), ("files_covered", 6), ("hidden", 7), ("also_in_bad", 4)))
+    print(f"{'mean':<36}{mean('before')}{mean('after')}{other}")
     plain, collapsed = sum(r["p50_plain_ms"] for r in rows), sum(r["p50_collapsed_ms"] for r in rows)
     print(f"collapsing: sum of p50s {collapsed:.1f} ms vs {plain:.1f} ms without (ratio {collapsed / plain:.2f});"
           f" median per-query ratio {statistics.median(r['ratio'] for r in rows):.2f}, max {max(r['ratio'] for r in rows):.2f}")
@@ -166,7 +205,7 @@ def main() -> None:
     rows = [measure(config, query, args.repeat) for query in QUERIES]
     print_table(rows, files)
     if args.json:
-        args.json.write_text(json.dumps({"corpus": str(config.source_directory), "files": files, "rows": rows}, indent=2))
+        args.json.write_text(json.dumps({"corpus": str(config.source_directory), "code": code_version(), "files": files, "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":

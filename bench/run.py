@@ -101,6 +101,14 @@ def load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def code_version() -> str:
+    """The commit the runtime code is at, "+changes" if its working tree differs (others edit it while benches run)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
+    dirty = git("status", "--porcelain", "--", "*.py", ":!bench", ":!tests")
+    return (git("rev-parse", "--short", "HEAD") or "unknown") + ("+changes" if dirty else "")
+
+
 def daemon_args(corpus: Path, index_dir: Path) -> list[str]:
     return ["--source", str(corpus), "--index-dir", str(index_dir)]
 
@@ -478,7 +486,7 @@ def run(corpus: Path, work: Path, repeat: int, quick: bool = False, only: tuple[
     index_dir, floor_db = work / "index", work / "floor.sqlite3"
     config = ServerConfig(source_directory=corpus, index_output_directory=index_dir.resolve())
     report: dict = {"machine": {"nproc": os.cpu_count(), "load_start": load(), "python": sys.version.split()[0],
-                                "sqlite": sqlite3.sqlite_version}, "sections": list(only)}
+                                "sqlite": sqlite3.sqlite_version, "code": code_version()}, "sections": list(only)}
     files, total = corpus_size(corpus)
     report["corpus"] = {"path": str(corpus), "text_files": files, "bytes": total}
     warm_cache(corpus)
@@ -516,7 +524,7 @@ def run(corpus: Path, work: Path, repeat: int, quick: bool = False, only: tuple[
 
 def print_table(r: dict) -> None:
     print(f"corpus {r['corpus']['path']}: {r['corpus']['text_files']} text files, {r['corpus']['bytes'] / 1e6:.1f} MB;"
-          f" {r['machine']['nproc']} cores, load {r['machine']['load_start']} -> {r['machine']['load_end']}")
+          f" {r['machine']['nproc']} cores, load {r['machine']['load_start']} -> {r['machine']['load_end']}; code {r['machine']['code']}")
     if "index" in r:
         i, z = r["index"], r["size"]
         print(f"{'measure':<28}{'floor':>12}{'daemon':>12}{'ratio':>8}")

@@ -112,7 +112,7 @@ def test_servers_with_other_settings_keep_their_own_index(tmp_path: Path) -> Non
     md_db = rel_db_path(source, index_dir, included_extensions=(".md",))
     assert md_db != rel_db_path(source, index_dir) and md_db.exists()
     md = json.loads(rel_run_main("search", "kumquat", *common, "--include-ext", ".md", "--json").stdout)
-    both = json.loads(rel_run_main("search", "kumquat", *common, "--json").stdout)
+    both = json.loads(rel_run_main("search", "kumquat", *common, "--all-copies", "--json").stdout)
     assert [hit["path"] for hit in md["results"]] == ["a.md"]
     assert sorted(hit["path"] for hit in both["results"]) == ["a.md", "b.txt"]
     other = rel_run_main("search", "kumquat", *common, "--include-ext", ".md,.txt,.rst,.org")
