@@ -462,6 +462,8 @@ def resolve_user_path(root: Path, user_path: str, index_directory: Path) -> str:
     if real == root_real:
         raise UnsafePathError(user_path, "it is the source directory itself; call refresh_index without a path")
     index_real = os.path.realpath(index_directory)
-    if is_inside(real, index_real) and index_real != root_real or DB_SUFFIX in os.path.basename(real):
+    # As the walk skips them: everything in the index directory, or the index's own names when the
+    # index directory is the source itself.
+    if is_inside(real, index_real) and index_real != root_real or (os.path.dirname(real) == index_real and DB_SUFFIX in os.path.basename(real)):
         raise UnsafePathError(user_path, "it is one of the daemon's own index files")
     return os.path.relpath(real, root_real).replace(os.sep, "/")

@@ -52,6 +52,7 @@ from models import (
     Signature,
     StatusReply,
 )
+from search import visible_text
 
 logger = logging.getLogger(__name__)
 
@@ -125,18 +126,8 @@ def split_sections(text: str, name: str) -> tuple[str, list[Section]]:
     # boundaries, bodies are slices, and the regexes start with a newline, so the regex engine
     # jumps from newline to newline. Python code runs per heading and per section, not per line.
     padded = f"\n{text}\n"
-    lowered = name.lower()
-    if lowered.endswith(MARKDOWN_EXTENSIONS):
-        headings, title = _markdown_headings(padded)
-    elif lowered.endswith(RST_EXTENSIONS):
-        headings, title = _rst_headings(padded)
-    else:
-        headings, title = [], ""
-    if not title:
-        line = _first_text_line(padded)
-        title = line.strip().lstrip("#").strip()
-        if (len(title) > 120 and not headings) or line.strip() == padded.strip():
-            title = ""  # a long first line is prose; a line alone is the text itself, not its title
+    headings, title = _headings(padded, name)
+    title = _title(padded, title, bool(headings))
     pieces: list[tuple[int, str, str]] = []
     max_chars = max(MAX_SECTION_CHARS, len(text) // (database.MAX_SECTIONS_PER_FILE // 2))
     path: list[tuple[int, str]] = []
@@ -158,15 +149,39 @@ def split_sections(text: str, name: str) -> tuple[str, list[Section]]:
         if not start_heading:  # a new section, or a short preamble that goes with the first heading
             start_heading = " > ".join(h for _, h in path)[:MAX_TITLE_CHARS]
     pieces.extend(_bounded_pieces(padded, start, last, start_heading, max_chars))
-    return title[:MAX_TITLE_CHARS], _numbered(padded, pieces)
+    return title, _numbered(padded, pieces)
 
 
-def _markdown_headings(padded: str) -> tuple[list[tuple[int, int, str]], str]:
+def _headings(padded: str, name: str, most: int | None = None) -> tuple[list[tuple[int, int, str]], str]:
+    """The headings of a Markdown or reST text (see _markdown_headings), none for other files, and
+    the title they give."""
+    lowered = name.lower()
+    if lowered.endswith(MARKDOWN_EXTENSIONS):
+        return _markdown_headings(padded, most)
+    if lowered.endswith(RST_EXTENSIONS):
+        return _rst_headings(padded, most)
+    return [], ""
+
+
+def _title(padded: str, title: str, has_headings: bool) -> str:
+    """The title of a file: its headings' (or front matter's), else its first line."""
+    if not title:
+        line = _first_text_line(padded)
+        title = line.strip().lstrip("#").strip()
+        if (len(title) > 120 and not has_headings) or line.strip() == padded.strip():
+            title = ""  # a long first line is prose; a line alone is the text itself, not its title
+    return title[:MAX_TITLE_CHARS]
+
+
+def _markdown_headings(padded: str, most: int | None = None) -> tuple[list[tuple[int, int, str]], str]:
+    """(boundary, level, heading) of each heading, the first ``most`` if given; and the title."""
     start, title = _front_matter(padded)
     headings: list[tuple[int, int, str]] = []
     for match in _HEADING_OR_FENCED_BLOCK.finditer(padded, start):
         hashes, rest = match.group(1, 2)
         if hashes:
+            if len(headings) == most:
+                break
             heading = rest.strip()
             if heading.endswith("#"):  # may end with a closing sequence; the regex is only worth it then
                 heading = _CLOSING_HASHES.sub("", rest, count=1).strip()
@@ -189,10 +204,12 @@ def _front_matter(padded: str) -> tuple[int, str]:
     return (found.end() if closed else 0), title
 
 
-def _rst_headings(padded: str) -> tuple[list[tuple[int, int, str]], str]:
+def _rst_headings(padded: str, most: int | None = None) -> tuple[list[tuple[int, int, str]], str]:
     headings: list[tuple[int, int, str]] = []
     styles: list[tuple[str, bool]] = []
     for under in _RST_UNDERLINE.finditer(padded, 1):  # from line 2: an underline needs a line above
+        if len(headings) == most:
+            break
         at = under.start()
         above = padded.rfind("\n", 0, at)
         text = padded[above + 1:at].strip()
@@ -275,22 +292,19 @@ class Document:
     title: str
     lines: list[str]
     outline: list[OutlineEntry]
+    #: The file has more headings than the outline lists (MAX_OUTLINE_HEADINGS).
+    outline_truncated: bool
     content_hash: str
     mtime_ns: int
 
 
-def file_outline(text: str, name: str) -> list[OutlineEntry]:
-    """The headings of a Markdown or reST text, each named by its path as search results name
-    sections ("Install > Linux"), with the lines it spans (its subsections included)."""
+def file_outline(text: str, name: str, total_lines: int) -> tuple[str, list[OutlineEntry], bool]:
+    """The title of a text and its first MAX_OUTLINE_HEADINGS headings (Markdown or reST), each
+    named by its path as search results name sections ("Install > Linux"), with the lines it spans
+    (its subsections included); and whether it has more headings."""
     padded = f"\n{text}\n"
-    lowered = name.lower()
-    if lowered.endswith(MARKDOWN_EXTENSIONS):
-        headings, _ = _markdown_headings(padded)
-    elif lowered.endswith(RST_EXTENSIONS):
-        headings, _ = _rst_headings(padded)
-    else:
-        return []
-    total = len(text_lines(text))
+    headings, title = _headings(padded, name, MAX_OUTLINE_HEADINGS + 1)
+    more = len(headings) > MAX_OUTLINE_HEADINGS
     entries: list[OutlineEntry] = []
     path: list[tuple[int, str]] = []
     open_entries: list[OutlineEntry] = []
@@ -303,10 +317,11 @@ def file_outline(text: str, name: str) -> list[OutlineEntry]:
         path.append((level, heading))
         while open_entries and open_entries[-1]["level"] >= level:
             open_entries.pop()["line_end"] = line - 1
-        entry: OutlineEntry = {"heading": " > ".join(h for _, h in path)[:MAX_TITLE_CHARS], "level": level, "line_start": line, "line_end": total}
+        name_shown = visible_text(" > ".join(h for _, h in path)[:MAX_TITLE_CHARS])
+        entry: OutlineEntry = {"heading": name_shown, "level": level, "line_start": line, "line_end": total_lines}
         entries.append(entry)
         open_entries.append(entry)
-    return entries
+    return visible_text(_title(padded, title, bool(headings))), entries[:MAX_OUTLINE_HEADINGS], more
 
 
 def text_lines(text: str) -> list[str]:
@@ -330,8 +345,9 @@ def read_document(config: ServerConfig, user_path: str) -> Document:
     except FileSkipped as skipped:
         detail = f": {skipped.detail}" if skipped.detail else ""
         raise ArgumentError("path", f"{rel} is not a file the index reads ({skipped.reason}{detail}); nothing was returned") from None
-    title, _ = split_sections(text, rel)
-    return Document(rel, title, text_lines(text), file_outline(text, rel), raw.content_hash, raw.mtime_ns)
+    lines = text_lines(text)
+    title, outline, more = file_outline(text, rel, len(lines))
+    return Document(rel, title, lines, outline, more, raw.content_hash, raw.mtime_ns)
 
 
 def document_part(
@@ -349,8 +365,10 @@ def document_part(
     else:
         first = 1 if start_line is None else start_line
         last = total if end_line is None else min(end_line, total)
-        if first < 1 or (end_line is not None and end_line < first):
-            raise ArgumentError("start_line", f"lines are numbered from 1 and end_line is not before start_line; got {start_line}-{end_line}")
+        if first < 1:
+            raise ArgumentError("start_line", f"lines are numbered from 1; got {start_line}")
+        if end_line is not None and end_line < first:
+            raise ArgumentError("end_line", f"must not be before start_line ({first}); got {end_line}")
         if first > max(total, 1):
             raise ArgumentError("start_line", f"{document.path} has {total} lines; start_line {first} is past its end")
     if total == 0:
@@ -387,10 +405,10 @@ def document_reply(
     changed = _indexed_hash(config.db_path, document.path) != document.content_hash
     stale = changed and not (refresh is not None and refresh([document.path]))
     return {
-        "path": document.path, "title": document.title, "text": text, "line_start": first, "line_end": last,
+        "path": document.path, "title": document.title, "text": visible_text(text), "line_start": first, "line_end": last,
         "total_lines": len(document.lines), "truncated": truncated,
         "next_start_line": last + 1 if truncated and last < len(document.lines) else None,
-        "outline": document.outline[:MAX_OUTLINE_HEADINGS], "outline_truncated": len(document.outline) > MAX_OUTLINE_HEADINGS,
+        "outline": document.outline, "outline_truncated": document.outline_truncated,
         "changed_since_indexed": changed, "stale": stale,
         "last_modified": datetime.fromtimestamp(document.mtime_ns / 1e9, tz=UTC).isoformat(timespec="seconds"),
     }
@@ -406,22 +424,26 @@ def _indexed_hash(db_path: Path, rel: str) -> str | None:
 
 
 def _heading_named(document: Document, heading: str) -> OutlineEntry:
-    """The outline entry named ``heading``: its path exactly, else ignoring case and spacing around
-    '>', else the one heading (at any depth) whose own name is that."""
-    wanted = " > ".join(part.strip() for part in heading.split(">"))
-    for key in (lambda name: name, str.casefold):
+    """The outline entry named ``heading``: its path as given, else ignoring case and the spaces
+    around each ' > ', else the one heading whose own name is that."""
+    def loose(name: str) -> str:
+        return " > ".join(part.strip() for part in name.split(">")).casefold()
+
+    wanted = visible_text(heading)
+    for key in (lambda name: name, lambda name: name.strip(), loose):
         found = [entry for entry in document.outline if key(entry["heading"]) == key(wanted)]
         if found:
             return found[0]
-    last = [entry for entry in document.outline if entry["heading"].rsplit(" > ", 1)[-1].casefold() == wanted.casefold()]
-    if len(last) == 1:
-        return last[0]
+    own = [entry for entry in document.outline if entry["heading"].rsplit(" > ", 1)[-1].casefold() == wanted.strip().casefold()]
+    if len(own) == 1:
+        return own[0]
     names = [entry["heading"] for entry in document.outline]
     if not names:
         raise ArgumentError("heading", f"{document.path} has no headings; ask for start_line/end_line instead")
-    listed = "; ".join(names[:MAX_HEADINGS_LISTED]) + (f"; ... ({len(names)} in all)" if len(names) > MAX_HEADINGS_LISTED else "")
-    which = "matches several headings" if last else "is not a heading of"
-    raise ArgumentError("heading", f"{heading!r} {which} {document.path}; its headings: {listed}")
+    listed = "; ".join(names[:MAX_HEADINGS_LISTED]) + (f"; ... ({len(names)} listed)" if len(names) > MAX_HEADINGS_LISTED else "")
+    which = "matches several headings of" if own else "is not a heading of"
+    beyond = f" (only its first {MAX_OUTLINE_HEADINGS} headings are looked up)" if document.outline_truncated else ""
+    raise ArgumentError("heading", f"{visible_text(heading)[:200]!r} {which} {document.path}{beyond}; its headings: {listed}")
 
 
 # ---- reading ---------------------------------------------------------------------------------

@@ -441,9 +441,12 @@ class Filters:
 NO_FILTERS = Filters()
 MAX_PATH_PATTERN_CHARS = 1024
 MAX_EXTENSIONS = 50
-#: A * matches within one path segment; two in one segment can make a regular expression try every
-#: split of a long name, so a segment takes at most this many (** is one segment of its own).
+#: A * matches within one folder or file name, and ** any number of folders. A regular expression
+#: tries every split of a name among its *s, and every split of a path among its **s: bounded
+#: here, a glob costs at most about (path length) x (name length)^2 steps per path, never the
+#: exponential time a hostile pattern could take over a deep hostile tree.
 MAX_STARS_PER_SEGMENT = 2
+MAX_FOLDER_SPANS = 1
 _EXTENSION = re.compile(r"\.[^\s/\\*?\[\]]{1,32}")
 
 
@@ -483,10 +486,17 @@ def _path_filter(path: str) -> tuple[str, str | None, re.Pattern[str] | None]:
         folder = text.rstrip("/")
         return (folder + "/", None, None) if text.endswith("/") else (folder, None, re.compile(re.escape(folder) + "(?:/.*)?", re.S))
     for segment in segments:
-        if segment != "**" and segment.count("*") - 2 * segment.count("**") + segment.count("**") > MAX_STARS_PER_SEGMENT:
-            raise ArgumentError("path", f"{path!r}: at most {MAX_STARS_PER_SEGMENT} * in one path segment")
+        if segment != "**" and len(re.findall(r"\*+", segment)) > MAX_STARS_PER_SEGMENT:
+            raise ArgumentError("path", f"{path!r}: at most {MAX_STARS_PER_SEGMENT} * in one folder or file name")
+    spans = [segment for segment, _ in itertools.groupby(segments[:-1]) if segment == "**"]  # a last ** costs nothing
+    if len(spans) > MAX_FOLDER_SPANS:
+        raise ArgumentError("path", f"{path!r}: at most {MAX_FOLDER_SPANS} ** before the last folder")
+    try:
+        pattern = re.compile(_glob_regex(segments), re.S)
+    except re.error as exc:
+        raise ArgumentError("path", f"{path!r} is not a valid glob: {exc}") from None
     loose = None if "[" in text else re.sub(r"\*+/?", "*", text)
-    return text[:wild.start()], loose, re.compile(_glob_regex(segments), re.S)
+    return text[:wild.start()], loose, pattern
 
 
 def _glob_regex(segments: list[str]) -> str:
@@ -495,8 +505,8 @@ def _glob_regex(segments: list[str]) -> str:
     for number, segment in enumerate(segments):
         last = number == len(segments) - 1
         if segment == "**":
-            if parts and parts[-1] in ("(?:[^/]*/)*", ".*"):
-                continue  # **/** is **
+            if parts and parts[-1] == "(?:[^/]*/)*":
+                parts.pop()  # **/** is **
             parts.append(".*" if last else "(?:[^/]*/)*")
             continue
         parts.append(_segment_regex(segment) + ("" if last else "/"))
@@ -519,7 +529,7 @@ def _segment_regex(segment: str) -> str:
             inner = segment[at + 1:end]
             negated = inner[:1] in ("!", "^")
             body = re.sub(r"([\\\]\[^])", r"\\\1", inner[1:] if negated else inner)
-            out.append(f"[{'^/' if negated else ''}{body}]")
+            out.append(f"[^/{body}]" if negated else f"(?!/)[{body}]")  # a range such as [--0] holds "/"
             at = end
         else:
             out.append(re.escape(char))
@@ -555,7 +565,8 @@ def _instant(name: str, value: str | None) -> int | None:
         raise ArgumentError(name, f"{value!r} is not an ISO 8601 date or datetime, e.g. 2024-05-01 or 2024-05-01T12:00:00Z"[:200]) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
-    return int(when.timestamp() * 1_000_000) * 1000
+    # Nanoseconds fit SQLite's integers from 1677 to 2262; any file's mtime is within.
+    return min(max(int(when.timestamp() * 1_000_000) * 1000, -(2**63)), 2**63 - 1)
 
 
 def _allowed_files(conn: sqlite3.Connection, filters: Filters) -> list[int] | None:
@@ -678,7 +689,7 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
     outdated = [str(sections[rowid]["path"]) for rowid in sorted(gone | changed)]
     return {
         "query": asking.query[:MAX_QUERY_CHARS], "results": results[:kept],
-        "files_matched": max(files_matched - len(gone), asking.offset + len(results)),
+        "files_matched": max(files_matched - len(gone), len(results) and asking.offset + len(results)),
         "indexing": False, "offset": asking.offset, "has_more": has_more,
         "next_offset": asking.offset + kept if has_more else None,
         "warnings": warnings, "query_read": reading, "suggestions": suggestions,
@@ -1254,12 +1265,14 @@ _UNSHOWABLE = dict.fromkeys([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *rang
 _HAS_UNSHOWABLE = re.compile("[" + "".join(map(chr, _UNSHOWABLE)) + "]")
 
 
+def visible_text(text: str) -> str:
+    """``text`` as a reply may show it (_UNSHOWABLE)."""
+    return text.translate(_UNSHOWABLE) if _HAS_UNSHOWABLE.search(text) else text
+
+
 def showable(section: dict[str, object]) -> dict[str, object]:
-    """A loaded section with its text, heading and title as a reply may show them (_UNSHOWABLE)."""
-    return {
-        key: value.translate(_UNSHOWABLE) if key in ("body", "title", "heading") and _HAS_UNSHOWABLE.search(value) else value
-        for key, value in section.items()
-    }
+    """A loaded section with its text, heading and title as a reply may show them (visible_text)."""
+    return {key: visible_text(value) if key in ("body", "title", "heading") else value for key, value in section.items()}
 
 
 def _result(group: list[tuple[int, float]], sections: dict[int, dict], snippets: dict[int, str], changed: set[int]) -> SearchHit:

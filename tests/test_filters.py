@@ -44,6 +44,9 @@ def passing(pattern: str) -> list[str]:
         ("notes/Ü*", ["notes/Ünïcode.md"]),
         ("", PATHS),
         ("./", PATHS),
+        ("**/**", PATHS),
+        ("guides/**/**", ["guides/a.md", "guides/install.md", "guides/x/y/z.md", "guides/x/install.md"]),
+        ("x[--0]b1.md", []),  # a range holding "/" still matches within one name
     ],
 )
 def test_path_filter_rules(pattern: str, expected: list[str]) -> None:
@@ -54,7 +57,8 @@ def test_path_filter_rules(pattern: str, expected: list[str]) -> None:
     ("arguments", "named"),
     [
         ({"path": "/etc/passwd"}, "path"), ({"path": "guides/../.."}, "path"), ({"path": "a\x00b"}, "path"),
-        ({"path": "*a*b*c"}, "path"), ({"path": "x" * 2000}, "path"),
+        ({"path": "*a*b*c"}, "path"), ({"path": "x" * 2000}, "path"), ({"path": "[z-a]*.md"}, "path"),
+        ({"path": "**/a/**/b.md"}, "path"),  # two ** before the end could take exponential time on a deep tree
         ({"extensions": ".md"}, "extensions"), ({"extensions": ["*.md"]}, "extensions"), ({"extensions": [3]}, "extensions"),
         ({"extensions": [".md"] * 51}, "extensions"),
         ({"modified_after": "last week"}, "modified_after"), ({"modified_before": "2024-13-01"}, "modified_before"),
@@ -70,6 +74,8 @@ def test_dates_are_utc_unless_they_say_otherwise() -> None:
     assert read_filters(modified_after="2024-05-01").modified == (1714521600 * 10**9, None)
     assert read_filters(modified_after="2024-05-01T02:00:00+02:00").modified == (1714521600 * 10**9, None)
     assert read_filters(modified_before="2024-05-01T00:00:00Z").modified == (None, 1714521600 * 10**9)
+    # Past what nanoseconds in 64 bits hold: every file is after year 1 and before 9999.
+    assert read_filters(modified_after="0001-01-01", modified_before="9999-12-31").modified == (-(2**63), 2**63 - 1)
 
 
 def test_filters_apply_before_the_limit(indexer: TextIndexer, source: Path, config: ServerConfig) -> None:
