@@ -11,6 +11,7 @@ import errno
 import hashlib
 import logging
 import os
+import re
 import stat
 import time
 from collections.abc import Callable, Iterator
@@ -432,6 +433,11 @@ def _bomless_utf16(sample: bytes) -> str | None:
     return None
 
 
+#: The names an index's files take (database, WAL, shared memory, lock, a moved-aside copy), wherever
+#: they are; a name merely holding ".sqlite3" (backup.sqlite3.md) is an ordinary file.
+_INDEX_FILE_NAME = re.compile(re.escape(DB_SUFFIX) + r"(?:-wal|-shm|-journal|\.lock|\.corrupt-.*)?$", re.S)
+
+
 def resolve_user_path(root: Path, user_path: str, index_directory: Path) -> str:
     """Turn a path from a client (relative to the source, or absolute inside it) into a source key:
     the real path, as the walk names it, also when the client named it through a link.
@@ -462,8 +468,6 @@ def resolve_user_path(root: Path, user_path: str, index_directory: Path) -> str:
     if real == root_real:
         raise UnsafePathError(user_path, "it is the source directory itself; call refresh_index without a path")
     index_real = os.path.realpath(index_directory)
-    # As the walk skips them: everything in the index directory, or the index's own names when the
-    # index directory is the source itself.
-    if is_inside(real, index_real) and index_real != root_real or (os.path.dirname(real) == index_real and DB_SUFFIX in os.path.basename(real)):
+    if is_inside(real, index_real) and index_real != root_real or _INDEX_FILE_NAME.search(os.path.basename(real)):
         raise UnsafePathError(user_path, "it is one of the daemon's own index files")
     return os.path.relpath(real, root_real).replace(os.sep, "/")
