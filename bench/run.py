@@ -105,8 +105,11 @@ def code_version() -> str:
     """The commit the runtime code is at, "+changes" if its working tree differs (others edit it while benches run)."""
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
+    head = git("rev-parse", "--short", "HEAD")
+    if not head:
+        return f"{REPO.name} (not a git checkout)"  # e.g. a `git archive` copy made to bench one commit
     dirty = git("status", "--porcelain", "--", "*.py", ":!bench", ":!tests")
-    return (git("rev-parse", "--short", "HEAD") or "unknown") + ("+changes" if dirty else "")
+    return head + ("+changes" if dirty else "")
 
 
 def daemon_args(corpus: Path, index_dir: Path) -> list[str]:

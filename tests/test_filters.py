@@ -11,7 +11,7 @@ import pytest
 from exceptions import ArgumentError
 from indexer import TextIndexer
 from models import ServerConfig
-from search import read_filters, search
+from search import Freshness, read_filters, search
 from tests.conftest import write
 
 PATHS = [
@@ -93,3 +93,21 @@ def test_filters_apply_before_the_limit(indexer: TextIndexer, source: Path, conf
     assert [hit["path"] for hit in dated["results"]] == ["weak/w0.txt"] and dated["files_matched"] == 1
     both = search(config.db_path, "heron -once", 10, filters=read_filters("weak/", [".txt"]))
     assert both["results"] == [] and both["files_matched"] == 0
+
+
+def test_fresh_results_without_a_writer_leave_out_deleted_files_and_mark_changed_ones(
+    indexer: TextIndexer, source: Path, config: ServerConfig
+) -> None:
+    for name in ("kept", "changed", "deleted"):
+        write(source, f"{name}.md", f"# {name}\n\nthe egret of {name}\n")
+    indexer.scan()
+    write(source, "changed.md", "# changed\n\nthe egret moved elsewhere, and grew\n")
+    (source / "deleted.md").unlink()
+    asked: list[list[str]] = []
+    freshness = Freshness(config.source_directory, lambda paths: asked.append(paths) is not None)  # a writer that is busy
+    reply = search(config.db_path, "egret", freshness=freshness)
+    assert [sorted(paths) for paths in asked] == [["changed.md", "deleted.md"]]
+    assert {hit["path"]: hit["stale"] for hit in reply["results"]} == {"kept.md": False, "changed.md": True}
+    assert reply["files_matched"] == 2
+    unchecked = search(config.db_path, "egret")
+    assert len(unchecked["results"]) == 3 and not any(hit["stale"] for hit in unchecked["results"])
