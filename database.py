@@ -835,6 +835,7 @@ def reader(db_path: Path) -> sqlite3.Connection:
             f"file:{quote(os.fsencode(db_path))}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
         )
         _configure(conn)
+        conn.create_function("path_matches", 2, _path_matches, deterministic=True)
         conn.execute(f'CREATE VIRTUAL TABLE IF NOT EXISTS temp.snippet_fts USING fts5(title, heading, body, tokenize="{TOKENIZER}")')
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS question_hits (id INTEGER PRIMARY KEY, score REAL NOT NULL)")
         conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sections_vocab USING fts5vocab(main, sections_fts, row)")
@@ -954,10 +955,13 @@ def _varints(blob: bytes) -> list[int]:
 
 def sections_with(conn: sqlite3.Connection, stems_: Iterable[str]) -> dict[str, int]:
     """How many sections hold each of ``stems_`` (as stems() gives them; absent ones are left out)."""
-    wanted = list(dict.fromkeys(stems_))
-    return dict(conn.execute(
-        "SELECT term, doc FROM temp.sections_vocab WHERE term IN (SELECT value FROM json_each(?))", (json.dumps(wanted),)
-    ).fetchall()) if wanted else {}
+    # One lookup per stem: fts5vocab seeks for "term = ?", but reads its whole vocabulary for an IN.
+    held: dict[str, int] = {}
+    for stem in dict.fromkeys(stems_):
+        row = conn.execute("SELECT doc FROM temp.sections_vocab WHERE term = ?", (stem,)).fetchone()
+        if row:
+            held[stem] = row[0]
+    return held
 
 
 #: A rowid range [low, high) of sections_fts: the sections of a range of file ids.
@@ -1006,35 +1010,52 @@ def generation(conn: sqlite3.Connection) -> str | None:
     return row[0] if row else None
 
 
+class FileCondition(NamedTuple):
+    """A condition on the ``files`` table (file_condition makes one): SQL and its values."""
+
+    sql: str
+    values: tuple[object, ...]
+
+
+EVERY_PATH = FileCondition("", ())
+
+
 class Scope(NamedTuple):
     """The files a search may return, bound as parameters: ``ids`` is a JSON array of file ids,
     the only files allowed if ``inside``, else the files left out (a query's -exclusions);
     ``rows`` is a rowid range holding every allowed file's sections, which FTS5 uses to skip the
-    rest of each doclist (a filter on a folder whose files were indexed together)."""
+    rest of each doclist (a filter on a folder whose files were indexed together); ``passing``,
+    a condition each matching section's file is looked up for (a filter too wide to list)."""
 
     ids: str
     inside: bool
     rows: Span
+    passing: FileCondition = EVERY_PATH
 
 
 EVERY_FILE = Scope("[]", False, EVERY_ROW)
 
 
-def scope_of(excluded: Sequence[int], allowed: Sequence[int] | None) -> Scope:
-    """The Scope of every file but ``excluded``, or of ``allowed`` (sorted ids) but ``excluded``."""
+def scope_of(excluded: Sequence[int], allowed: Sequence[int] | None, passing: FileCondition = EVERY_PATH) -> Scope:
+    """The Scope of every file but ``excluded`` (and those failing ``passing``), or of ``allowed``
+    (sorted ids) but ``excluded``."""
     if allowed is None:
-        return Scope(json.dumps(list(excluded)), False, EVERY_ROW)
+        return Scope(json.dumps(list(excluded)), False, EVERY_ROW, passing)
     left_out = set(excluded)
     kept = [file_id for file_id in allowed if file_id not in left_out]
     rows = (section_id(kept[0], 0), section_id(kept[-1] + 1, 0)) if kept else (0, 0)
     return Scope(json.dumps(kept), True, rows)
 
 
-def _scoped(scope: Scope, span: Span = EVERY_ROW) -> tuple[str, tuple[int, int, str]]:
+def _scoped(scope: Scope, span: Span = EVERY_ROW) -> tuple[str, tuple[object, ...]]:
     """The SQL condition (and its parameters) for sections_fts rows of ``scope`` within ``span``."""
     low, high = max(span[0], scope.rows[0]), min(span[1], scope.rows[1])
     test = "IN" if scope.inside else "NOT IN"
-    return f" AND rowid >= ? AND rowid < ? AND (rowid >> {SECTION_BITS}) {test} (SELECT value FROM json_each(?))", (low, high, scope.ids)
+    sql = f" AND sections_fts.rowid >= ? AND sections_fts.rowid < ? AND (sections_fts.rowid >> {SECTION_BITS}) {test} (SELECT value FROM json_each(?))"
+    if not scope.passing.sql:
+        return sql, (low, high, scope.ids)
+    passing = f" AND EXISTS (SELECT 1 FROM files WHERE files.id = sections_fts.rowid >> {SECTION_BITS} AND {scope.passing.sql})"
+    return sql + passing, (low, high, scope.ids, *scope.passing.values)
 
 
 def matching_files(conn: sqlite3.Connection, match: str) -> list[int]:
@@ -1045,26 +1066,40 @@ def matching_files(conn: sqlite3.Connection, match: str) -> list[int]:
     return [file_id for (file_id,) in rows]
 
 
-def files_passing(
-    conn: sqlite3.Connection, prefix: str, glob: str | None, suffixes: Sequence[str], modified: tuple[int | None, int | None]
-) -> list[tuple[int, str]]:
-    """[(id, path)] of the files whose path starts with ``prefix`` and matches the SQLite ``glob``
-    (if any), ends with one of ``suffixes`` (any case; if any), and whose mtime_ns is within
-    ``modified`` (from, inclusive; until, exclusive; None: open), by id. The path range is read
-    from the index on paths, so a filter on one folder reads that folder's rows only."""
-    conditions = ["path >= ?", "path < ?"]
+def file_condition(
+    prefix: str, glob: str | None, suffixes: Sequence[str], modified: tuple[int | None, int | None], pattern: str | None
+) -> FileCondition:
+    """The files whose path starts with ``prefix`` (read from the index on paths), matches the
+    SQLite ``glob`` and the regular expression ``pattern`` (if any; see _path_matches), ends with
+    one of ``suffixes`` (any case; if any), and whose mtime_ns is within ``modified`` (from,
+    inclusive; until, exclusive; None: open)."""
+    conditions = ["files.path >= ?", "files.path < ?"]
     values: list[object] = [prefix, prefix + "\U0010ffff"]
     if glob is not None:
-        conditions.append("path GLOB ?")
+        conditions.append("files.path GLOB ?")
         values.append(glob)
     if suffixes:
-        conditions.append("(" + " OR ".join("path LIKE ? ESCAPE '\\'" for _ in suffixes) + ")")
+        conditions.append("(" + " OR ".join("files.path LIKE ? ESCAPE '\\'" for _ in suffixes) + ")")
         values.extend("%" + re.sub(r"([%_\\])", r"\\\1", suffix) for suffix in suffixes)
-    for condition, bound in zip(("mtime_ns >= ?", "mtime_ns < ?"), modified):
+    for condition, bound in zip(("files.mtime_ns >= ?", "files.mtime_ns < ?"), modified):
         if bound is not None:
             conditions.append(condition)
             values.append(bound)
-    return conn.execute(f"SELECT id, path FROM files WHERE {' AND '.join(conditions)} ORDER BY id", values).fetchall()
+    if pattern is not None:
+        conditions.append("path_matches(?, files.path)")
+        values.append(pattern)
+    return FileCondition(" AND ".join(conditions), tuple(values))
+
+
+def files_passing(conn: sqlite3.Connection, condition: FileCondition, most: int) -> list[int] | None:
+    """The ids of the files passing ``condition``, in order; None if there are more than ``most``."""
+    rows = conn.execute(f"SELECT id FROM files WHERE {condition.sql} LIMIT ?", (*condition.values, most + 1)).fetchall()
+    return sorted(file_id for (file_id,) in rows) if len(rows) <= most else None
+
+
+def _path_matches(pattern: str, path: str) -> bool:
+    """SQL path_matches(pattern, path): the regular expression matches the whole path (re caches it)."""
+    return re.fullmatch(pattern, path, re.S) is not None
 
 
 def best_section_per_file(

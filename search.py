@@ -75,6 +75,10 @@ MAX_REPEATS = 2
 FEEDBACK_FILES = 10
 FEEDBACK_WORDS = 10
 FEEDBACK_MIN_FILES = 3
+#: Of the words in that many of them, the ones in most of them are weighed, at most this many:
+#: weighing a word reads its whole doclist (to count the sections holding it), and ten files of one
+#: folder can share hundreds of words.
+FEEDBACK_CANDIDATES = 50
 FEEDBACK_SHARE = 0.15
 #: Feedback keeps every section matching the question in a temp table and reads the feedback
 #: words' doclists: skipped when the question matches more files than this.
@@ -496,7 +500,15 @@ def _path_filter(path: str) -> tuple[str, str | None, re.Pattern[str] | None]:
     except re.error as exc:
         raise ArgumentError("path", f"{path!r} is not a valid glob: {exc}") from None
     loose = None if "[" in text else re.sub(r"\*+/?", "*", text)
+    if _GLOB_SAYS_IT.fullmatch(text):
+        return text[:wild.start()], loose, None  # SQLite's GLOB alone is exact, and runs in C
     return text[:wild.start()], loose, pattern
+
+
+#: Globs that SQLite's GLOB (whose * crosses /) reads exactly as _glob_regex does once ** and */
+#: become *: a folder and all under it (guides/**), or all under it ending in a name's last
+#: characters (**/*.md, guides/**/*.md).
+_GLOB_SAYS_IT = re.compile(r"[^*?\[]*\*\*(?:/\*[^*?\[/]*)?")
 
 
 def _glob_regex(segments: list[str]) -> str:
@@ -569,20 +581,23 @@ def _instant(name: str, value: str | None) -> int | None:
     return min(max(int(when.timestamp() * 1_000_000) * 1000, -(2**63)), 2**63 - 1)
 
 
-def _allowed_files(conn: sqlite3.Connection, filters: Filters) -> list[int] | None:
-    """The ids of the files the filters let through, in order; None if they do not narrow."""
-    if not filters.narrows:
-        return None
-    rows = database.files_passing(conn, filters.prefix, filters.glob, filters.extensions, filters.modified)
-    pattern = filters.pattern
-    return [file_id for file_id, path in rows if pattern is None or pattern.fullmatch(path)]
+#: A filter letting through at most this many files is applied as the list of them, with the
+#: rowid range they span (FTS5 skips the rest of every doclist); a wider one by looking up the file
+#: of each section that matches, which costs nothing for a rare word and about what listing the
+#: files would for a common one (bench/run.py).
+MAX_LISTED_FILES = 5000
 
 
 def _scope(conn: sqlite3.Connection, plan: MatchPlan, filters: Filters) -> database.Scope:
     """The files this search may return: those the filters let through, but the ones the plan's
     -exclusions match, in this snapshot."""
     excluded = database.matching_files(conn, plan.excluded) if plan.excluded else []
-    return database.scope_of(excluded, _allowed_files(conn, filters))
+    if not filters.narrows:
+        return database.scope_of(excluded, None)
+    pattern = filters.pattern.pattern if filters.pattern is not None else None
+    condition = database.file_condition(filters.prefix, filters.glob, filters.extensions, filters.modified, pattern)
+    allowed = database.files_passing(conn, condition, MAX_LISTED_FILES)
+    return database.scope_of(excluded, allowed, condition)
 
 
 def search(
@@ -830,7 +845,7 @@ def with_weighed_words(conn: sqlite3.Connection, reading: QueryReading, ranked: 
         return ranked
     words = [w for part in reading["required"] + reading["optional"] + reading["phrases"] + reading["feedback"] for w in part.split(" ")]
     sections, _ = database.index_totals(conn)
-    held = database.sections_with(conn, database.stems(words))
+    held = _sections_holding(conn, words)
     unweighed = [n for n in held.values() if 2 * n >= sections]
     if not unweighed:
         return ranked
@@ -843,6 +858,19 @@ def with_weighed_words(conn: sqlite3.Connection, reading: QueryReading, ranked: 
                 score = rescored[-1][1] * 0.99  # FTS5's order stands: the words it weighed come first
         rescored.append((rowid, score))
     return rescored
+
+
+def _sections_holding(conn: sqlite3.Connection, words: Sequence[str]) -> dict[str, int]:
+    """{stem: sections holding it} for each of ``words`` the index holds, counted among the first
+    QUESTION_SAMPLE_FILES files (all of a smaller index) and scaled: counting a common word
+    exactly reads its whole doclist, ~10 ms at 100k files."""
+    words = list(dict.fromkeys(words))
+    counts = database.estimated_rows_each(conn, [_quote([w]) for w in words], QUESTION_SAMPLE_FILES)
+    held: dict[str, int] = {}
+    for stem, count in zip(database.stems(words), counts):
+        if count:
+            held[stem] = max(count, held.get(stem, 0))
+    return held
 
 
 def _nothing_to_search(parsed: ParsedQuery) -> str:
@@ -1154,14 +1182,14 @@ def feedback_words(conn: sqlite3.Connection, top: list[tuple[int, float]], parse
             w for w in words if len(w) >= FEEDBACK_MIN_CHARS and not w.isdigit() and w not in STOPWORDS
         ).keys())
     candidates = [w for w, n in files_with.most_common() if n >= FEEDBACK_MIN_FILES]
-    candidates = [w for w, read in zip(candidates, database.query_words(candidates)) if read == [w]]
+    candidates = [w for w, read in zip(candidates, database.query_words(candidates)) if read == [w]][:FEEDBACK_CANDIDATES]
     if not candidates:
         return []
     known = set(database.stems([w for t in parsed.terms + parsed.phrases + parsed.excluded for w in t]))
     sections, _ = database.index_totals(conn)
     offers: dict[str, tuple[float, str]] = {}
     stems = database.stems(candidates)
-    held_by = database.sections_with(conn, stems)
+    held_by = _sections_holding(conn, candidates)
     relevant = len(top)
     for word, stem in zip(candidates, stems):
         if stem in known or stem in offers or any(word.startswith(p) for p in parsed.prefixes):

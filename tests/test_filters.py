@@ -4,6 +4,7 @@ real index (the filter applies before the limit, and files_matched counts what p
 from __future__ import annotations
 
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from exceptions import ArgumentError
 from indexer import TextIndexer
 from models import ServerConfig
+import search as search_module
 from search import Freshness, read_filters, search
 from tests.conftest import write
 
@@ -21,8 +23,14 @@ PATHS = [
 
 
 def passing(pattern: str) -> list[str]:
+    """PATHS that the filter lets through, tested as the index tests them (SQLite's GLOB, then the pattern)."""
     filters = read_filters(pattern)
-    return [p for p in PATHS if p.startswith(filters.prefix) and (filters.pattern is None or filters.pattern.fullmatch(p))]
+    glob = sqlite3.connect(":memory:")
+    return [
+        p for p in PATHS
+        if p.startswith(filters.prefix) and (filters.glob is None or glob.execute("SELECT ? GLOB ?", (p, filters.glob)).fetchone()[0])
+        and (filters.pattern is None or filters.pattern.fullmatch(p))
+    ]
 
 
 @pytest.mark.parametrize(
@@ -78,6 +86,14 @@ def test_dates_are_utc_unless_they_say_otherwise() -> None:
     assert read_filters(modified_after="0001-01-01", modified_before="9999-12-31").modified == (-(2**63), 2**63 - 1)
 
 
+@pytest.fixture(params=["listed", "looked_up"])
+def filter_route(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways a filter is applied: as the list of its files, or per matching section (wide)."""
+    if request.param == "looked_up":
+        monkeypatch.setattr(search_module, "MAX_LISTED_FILES", 0)
+
+
+@pytest.mark.usefixtures("filter_route")
 def test_filters_apply_before_the_limit(indexer: TextIndexer, source: Path, config: ServerConfig) -> None:
     # Forty files far better for "heron" outside the folder; the folder's weak ones must still come back.
     for n in range(40):
@@ -93,6 +109,10 @@ def test_filters_apply_before_the_limit(indexer: TextIndexer, source: Path, conf
     assert [hit["path"] for hit in dated["results"]] == ["weak/w0.txt"] and dated["files_matched"] == 1
     both = search(config.db_path, "heron -once", 10, filters=read_filters("weak/", [".txt"]))
     assert both["results"] == [] and both["files_matched"] == 0
+    globbed = search(config.db_path, "heron", 50, filters=read_filters("*/strong1*.md"), collapse_duplicates=False)
+    assert sorted(hit["path"] for hit in globbed["results"]) == ["birds/strong1.md"] + [f"birds/strong{n}.md" for n in range(10, 20)]
+    question = search(config.db_path, "where does the heron live among many words", 10, filters=read_filters("weak/**"))
+    assert {hit["path"] for hit in question["results"]} == {"weak/w0.txt", "weak/w1.txt", "weak/w2.txt"}
 
 
 def test_fresh_results_without_a_writer_leave_out_deleted_files_and_mark_changed_ones(
