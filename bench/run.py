@@ -9,8 +9,9 @@
    the floor's top-10 with snippet, search.search(), the MCP search tool over stdio, and rg -l;
 5. index size / corpus size, peak RSS while indexing, ``main.py search`` wall time;
 6. get_document p50/p95/p99 on ~200 files (whole file, one section, 20 lines) vs open().read().split();
-7. filtered search (a narrow folder, a wide extension or glob, a date) and search with the
-   freshness check, each as a ratio to the unfiltered search in the same run.
+7. filtered search (a narrow folder, a wide extension or glob, a date), search with the
+   freshness check and search without collapsing copies, each as a ratio to the default
+   unfiltered search in the same run.
 
 ``--only documents,filters`` runs only the sections named (see SECTIONS); the index is then
 brought up to date with ``main.py index`` instead of being built and timed.
@@ -393,14 +394,13 @@ def choose_filters(db_path: Path) -> dict[str, dict]:
         folders.update("/".join(parts[:n]) for n in range(1, len(parts) + 1))
     total = len(files)
     band = [(f, n) for f, n in folders.items() if NARROW_BAND[0] <= n / total <= NARROW_BAND[1]] or list(folders.items())
-    folder, held = min(band, key=lambda item: (abs(math.log(item[1] / total / NARROW_SHARE)), item[0]))
+    folder, _ = min(band, key=lambda item: (abs(math.log(item[1] / total / NARROW_SHARE)), item[0]))
     ext = Counter(os.path.splitext(path)[1].lower() for path, _ in files).most_common(1)[0][0]
     oldest = min(mtime for _, mtime in files)
     after = time.strftime("%Y-%m-%d", time.gmtime(oldest / 1e9 - 86400))
     inside = f"{folder}/"
     return {
-        "narrow_folder": {"args": {"path": inside}, "floor_glob": f"{folder}/*", "check": lambda p: p.startswith(inside),
-                          "files": held},
+        "narrow_folder": {"args": {"path": inside}, "floor_glob": f"{folder}/*", "check": lambda p: p.startswith(inside)},
         "narrow_glob": {"args": {"path": f"{folder}/**/*{ext}"}, "floor_glob": f"{folder}/*{ext}",
                         "check": lambda p: p.startswith(inside) and p.endswith(ext)},
         "wide_ext": {"args": {"extensions": [ext]}, "floor_glob": f"*{ext}", "check": lambda p: p.lower().endswith(ext)},
@@ -420,13 +420,17 @@ def floor_top10_in(conn: sqlite3.Connection, match: str, glob: str | None) -> li
 
 
 def measure_filters(corpus: Path, queries: dict, db_path: Path, floor_db: Path, repeat: int) -> dict:
-    """Per query class: unfiltered search, search with the freshness check, and each filter of
-    choose_filters, alternated in every round; the floor's query with the same filter too."""
+    """Per query class: unfiltered search, search with the freshness check, search without
+    collapsing copies (all_copies), and each filter of choose_filters, alternated in every round;
+    the floor's query with the same filter too."""
     chosen = choose_filters(db_path)
     conn = sqlite3.connect(f"file:{floor_db}?mode=ro", uri=True)
     fresh = Freshness(corpus)
-    searches: dict[str, Callable[[str], dict]] = {"none": lambda q: search(db_path, q, 10),
-                                                    "fresh": lambda q: search(db_path, q, 10, freshness=fresh)}
+    searches: dict[str, Callable[[str], dict]] = {
+        "none": lambda q: search(db_path, q, 10),
+        "fresh": lambda q: search(db_path, q, 10, freshness=fresh),
+        "all_copies": lambda q: search(db_path, q, 10, collapse_duplicates=False),
+    }
     for name, spec in chosen.items():
         searches[name] = lambda q, f=read_filters(**spec["args"]): search(db_path, q, 10, filters=f)
     paths = [path for path, _ in indexed_paths(db_path)]
