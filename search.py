@@ -759,16 +759,15 @@ def _collapsed(ranked: list[tuple[int, float]], sections: dict[int, dict], colla
     return list(groups.values())
 
 
-#: YAML front matter at the start of a section, and Markdown heading lines.
-_FRONT_MATTER = re.compile(r"\A\s*---[^\S\n]*\n.*?\n(?:---|\.\.\.)[^\S\n]*(?:\n|\Z)", re.S)
-_HEADING_LINE = re.compile(r"^[^\S\n]{0,3}#{1,6}(?:[^\S\n][^\n]*)?$", re.M)
+#: What leads a section before what it says: YAML front matter, Markdown heading lines, blank lines.
+_LEAD = re.compile(r"(?:\s*---[^\S\n]*\n.*?\n(?:---|\.\.\.)[^\S\n]*(?:\n|\Z))?(?:[^\S\n]*(?:#{1,6}(?:[^\S\n][^\n]*)?)?(?:\n|\Z))*", re.S)
 
 
 def _said(body: str) -> str:
-    """What a section says, to tell copies apart: its text without front matter or heading lines
-    (versioned copies of a page differ in a date or a title with the version), with whitespace
-    runs as one space; the text itself if nothing else is left."""
-    said = " ".join(_HEADING_LINE.sub("", _FRONT_MATTER.sub("", body, count=1)).split())
+    """What a section says, to tell copies apart: its text after its front matter and heading lines
+    (versioned copies of a page differ in a date or a title holding the version); the text itself
+    if nothing else is left. Only the start is looked at: a section starts at its heading."""
+    said = body[_LEAD.match(body).end():].rstrip()
     return said or body
 
 
