@@ -607,7 +607,7 @@ def search(
     """Search the index at ``db_path``: the best section of each file, from the ``offset``-th file
     on, at most ``limit`` of them, among the files ``filters`` let through. With
     ``collapse_duplicates``, files whose best section is the same text are one result (see
-    _collapsed). With ``freshness``, each file is checked on disk first (see Freshness).
+    _first_groups). With ``freshness``, each file is checked on disk first (see Freshness).
 
     ``cancelled``: polled while SQLite works; once it returns true the search stops and raises
     Cancelled. A search still running after SEARCH_TIME_LIMIT_SECONDS is stopped as well.
@@ -672,14 +672,22 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
         with database.snapshot(conn), database.interruptible(conn, limits.reached):
             plan = plan_within_bounds(conn, parsed)
             run = Searching(asking.db_path, conn, limits.reached, _scope(conn, plan, asking.filters), asking.filters)
+            need = wanted + 1  # results: one more tells whether more follow
             while True:
-                plan, (ranked, feedback, files_matched) = rank_in_time(run, parsed, plan, window, limits)
+                plan, (ranked, feedback, files_matched) = rank_in_time(run, parsed, plan, window, limits, need)
                 reading = query_reading(parsed, plan, feedback)
                 ranked = with_weighed_words(conn, reading, ranked)
                 sections, groups, gone, changed = _first_groups(conn, ranked, wanted + 1, asking)
-                if len(groups) > wanted or len(ranked) < window or window >= MAX_RANKED_FILES:
+                if len(groups) > wanted or window >= MAX_RANKED_FILES:
                     break
-                window = min(window * 2, MAX_RANKED_FILES)
+                # Fewer texts than asked for: copies and deleted files took places. Rank further.
+                lost = len(sections) - len(groups)
+                if len(ranked) < window:
+                    if need >= wanted + 1 + lost:
+                        break  # the ranking has no more files
+                    need = wanted + 1 + lost  # keywords: files with only some of the words may follow
+                else:
+                    window = min(MAX_RANKED_FILES, max(2 * window, (wanted + 1) * len(sections) // max(1, len(groups))))
             page = groups[asking.offset:wanted]
             leaders = {group[0][0]: sections[group[0][0]] for group in page}
             # Snippets highlight the user's own words; a file found only by feedback words is shown
@@ -715,21 +723,27 @@ def _first_groups(
     conn: sqlite3.Connection, ranked: list[tuple[int, float]], wanted: int, asking: Asking
 ) -> tuple[dict[int, dict], list[list[tuple[int, float]]], set[int], set[int]]:
     """The sections of ``ranked``, loaded ``wanted`` at a time until they make ``wanted`` groups
-    (see _collapsed) or run out; the groups, and the sections whose files are gone or changed."""
+    of files holding one text (files whose best section says the same, see _said; one file each
+    without ``asking.collapse``) or run out; the groups, best first, each led by its best-ranked
+    file, and the sections whose files are gone or changed."""
     sections: dict[int, dict] = {}
     gone: set[int] = set()
     changed: set[int] = set()
-    groups: list[list[tuple[int, float]]] = []
-    loaded = 0
-    while loaded < len(ranked) and len(groups) < wanted:
-        batch = {rowid: showable(section) for rowid, section in database.load_sections(conn, [r for r, _ in ranked[loaded:loaded + wanted]]).items()}
-        loaded += wanted
+    groups: dict[object, list[tuple[int, float]]] = {}
+    for start in range(0, len(ranked), wanted):
+        if len(groups) >= wanted:
+            break
+        batch_ranked = ranked[start:start + wanted]
+        batch = {rowid: showable(section) for rowid, section in database.load_sections(conn, [r for r, _ in batch_ranked]).items()}
         batch_gone, batch_changed = _outdated(asking.freshness, batch)
         sections.update(batch)
         gone |= batch_gone
         changed |= batch_changed
-        groups = _collapsed([(rowid, score) for rowid, score in ranked[:loaded] if rowid in sections and rowid not in gone], sections, asking.collapse)
-    return sections, groups, gone, changed
+        for rowid, score in batch_ranked:
+            if rowid in batch and rowid not in batch_gone:
+                key = _said(str(batch[rowid]["body"])) if asking.collapse else rowid
+                groups.setdefault(key, []).append((rowid, score))
+    return sections, list(groups.values()), gone, changed
 
 
 def _outdated(freshness: Freshness | None, sections: dict[int, dict]) -> tuple[set[int], set[int]]:
@@ -746,17 +760,6 @@ def _outdated(freshness: Freshness | None, sections: dict[int, dict]) -> tuple[s
         elif now != section["signature"]:
             changed.add(rowid)
     return gone, changed
-
-
-def _collapsed(ranked: list[tuple[int, float]], sections: dict[int, dict], collapse: bool) -> list[list[tuple[int, float]]]:
-    """``ranked`` in groups, best first: files whose best section says the same (see _said) are one
-    group, led by the best-ranked of them; without ``collapse``, one group per file."""
-    if not collapse:
-        return [[hit] for hit in ranked]
-    groups: dict[str, list[tuple[int, float]]] = {}
-    for rowid, score in ranked:
-        groups.setdefault(_said(str(sections[rowid]["body"])), []).append((rowid, score))
-    return list(groups.values())
 
 
 #: What leads a section before what it says: YAML front matter, Markdown heading lines, blank lines.
@@ -787,7 +790,9 @@ class Limits:
         return (self.cancelled is not None and self.cancelled()) or time.monotonic() > self.deadline
 
 
-def rank_in_time(run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: int, limits: Limits) -> tuple[MatchPlan, Ranking]:
+def rank_in_time(
+    run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: int, limits: Limits, need: int | None = None
+) -> tuple[MatchPlan, Ranking]:
     """rank(), with each attempt at a question bounded in time (QUESTION_ATTEMPTS): bm25 reads every
     position of every word of a question in the sections it matches, and how densely a word fills
     them is something fit_question's estimate cannot see. An attempt that runs out is made again
@@ -801,7 +806,7 @@ def rank_in_time(run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: in
             plan, left_out = _rarest_words(run.conn, original, share)
         limits.attempt_ends = time.monotonic() + seconds
         try:
-            ranking = rank(run, parsed, plan, limit)
+            ranking = rank(run, parsed, plan, limit, need)
         except sqlite3.Error as exc:
             if not database.is_interruption(exc) or limits.outer_reached():
                 raise
@@ -822,7 +827,9 @@ def _rarest_words(conn: sqlite3.Connection, plan: MatchPlan, share: float) -> tu
     its prefix* terms (which cost the same in every attempt), and what was left out."""
     words = list(dict.fromkeys(part for part in plan.shown if not part.endswith("*")))
     rows = dict(zip(words, database.estimated_rows_each(conn, words, QUESTION_SAMPLE_FILES)))
-    kept = set(sorted(words, key=rows.__getitem__)[: max(1, int(len(words) * share))])
+    # A word not in the sample may be in no file at all (quick to tell: its doclist is short).
+    present = [w for w in words if rows[w] or database.first_section_matching(conn, w) is not None] or words
+    kept = set(sorted(present, key=rows.__getitem__)[: max(1, int(len(present) * share))])
     parts = [part for part in plan.shown if part in kept]
     left_out = [part.replace('"', "") for part in dict.fromkeys(plan.shown) if part not in kept]
     return replace(plan, precise=highlight_match(parts), shown=tuple(parts)), left_out
@@ -1028,18 +1035,21 @@ class Searching:
     filters: Filters = NO_FILTERS
 
 
-def rank(run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: int) -> Ranking:
-    """The best section of each of the top ``limit`` files, inside the caller's snapshot."""
-    return _rank_question(run, parsed, plan, limit) if plan.question else _rank_keywords(run, plan, limit)
+def rank(run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: int, need: int | None = None) -> Ranking:
+    """The best section of each of the top ``limit`` files, inside the caller's snapshot. ``need``:
+    how many files the caller will show (``limit`` if not given; see _rank_keywords)."""
+    return _rank_question(run, parsed, plan, limit) if plan.question else _rank_keywords(run, plan, limit, need or limit)
 
 
-def _rank_keywords(run: Searching, plan: MatchPlan, limit: int) -> Ranking:
-    """Files with a section holding every word first; if they are fewer than ``limit``, then files
+def _rank_keywords(run: Searching, plan: MatchPlan, limit: int, need: int) -> Ranking:
+    """Files with a section holding every word first; if they are fewer than ``need``, then files
     holding every word in different sections, then files holding some of them (``plan.broad``),
-    each group scored below the one before."""
+    each group scored below the one before; ``limit`` files at most. (More than the caller needs
+    are ranked to find copies among them: files matching loosely are only looked for when those
+    matching fully cannot fill what is shown, so that files_matched does not depend on how many.)"""
     best, files_matched = _best_files(run, plan.precise, limit, one_pass=plan.intersects)
     ranked = [(rowid, -bm25) for rowid, bm25 in best]
-    if plan.broad and len(ranked) < limit:
+    if plan.broad and len(ranked) < need:
         seen = {database.file_id_of(rowid) for rowid, _ in ranked}
         spread = [f for f in database.files_with_each(run.conn, plan.shown, run.scope) if f not in seen]
         if spread:
@@ -1303,7 +1313,7 @@ def showable(section: dict[str, object]) -> dict[str, object]:
 
 
 def _result(group: list[tuple[int, float]], sections: dict[int, dict], snippets: dict[int, str], changed: set[int]) -> SearchHit:
-    """The hit for a group of files holding one text (see _collapsed): its first file's."""
+    """The hit for a group of files holding one text (see _first_groups): its first file's."""
     (rowid, score), others = group[0], [str(sections[other]["path"]) for other, _ in group[1:]]
     hit = _hit(sections[rowid], snippets.get(rowid, ""), score)
     hit.update(stale=rowid in changed, also_in=others[:MAX_ALSO_IN], also_in_count=len(others))
