@@ -10,8 +10,9 @@ most pages exist in several near-identical copies. It is indexed with ``main.py 
 A result's text is the body of its best section as the index stores it: the section of the
 returned file that has the returned heading and contains the returned line range (the snippet's
 lines), read with database.load_sections. Texts are counted three ways: "exact" (the body as
-stored), "said" (the rule search.py states for collapsing, restated here: YAML front matter at
-the start and Markdown heading lines left out, whitespace runs as one space) and "near" (said,
+stored), "said" (YAML front matter at the start and Markdown heading lines left out, whitespace
+runs as one space: a little looser than search.py's own rule, which drops front matter and
+heading lines only where the section starts and keeps whitespace) and "near" (said,
 lowercased, every number such as a version or a date as N: the copies collapsing leaves).
 "hidden" counts the said-texts of the uncollapsed top 10 that no collapsed result shows: it
 should be 0. "bad" counts also_in files holding no section that says the result's text: it
