@@ -120,14 +120,14 @@ def counts(texts: list[str]) -> dict[str, int]:
 
 
 def windows(config: ServerConfig, query: str, collapse: bool) -> list[int]:
-    """How many files each ranking pass of one search asked for (search ranks again, twice as
-    many, while the files ranked hold too few texts)."""
+    """How many files each ranking pass of one search asked for (search ranks again, more, while
+    the files ranked hold too few texts)."""
     asked: list[int] = []
     original = search_module.rank_in_time
 
-    def counted(run, parsed, plan, limit, limits):  # type: ignore[no-untyped-def]
+    def counted(run, parsed, plan, limit, limits, need=None):  # type: ignore[no-untyped-def]
         asked.append(limit)
-        return original(run, parsed, plan, limit, limits)
+        return original(run, parsed, plan, limit, limits, need)
 
     search_module.rank_in_time = counted
     try:
