@@ -689,7 +689,8 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
                 else:
                     window = min(MAX_RANKED_FILES, max(2 * window, (wanted + 1) * len(sections) // max(1, len(groups))))
             page = groups[asking.offset:wanted]
-            leaders = {group[0][0]: sections[group[0][0]] for group in page}
+            leaders = {group[0][0]: showable(sections[group[0][0]]) for group in page}
+            sections.update(leaders)
             # Snippets highlight the user's own words; a file found only by feedback words is shown
             # with those.
             snippet_text = _snippets(conn, [plan.shown, [_quote([w]) for w in feedback]], leaders)
@@ -734,7 +735,7 @@ def _first_groups(
         if len(groups) >= wanted:
             break
         batch_ranked = ranked[start:start + wanted]
-        batch = {rowid: showable(section) for rowid, section in database.load_sections(conn, [r for r, _ in batch_ranked]).items()}
+        batch = database.load_sections(conn, [r for r, _ in batch_ranked])
         batch_gone, batch_changed = _outdated(asking.freshness, batch)
         sections.update(batch)
         gone |= batch_gone
