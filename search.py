@@ -476,6 +476,8 @@ def _path_filter(path: str) -> tuple[str, str | None, re.Pattern[str] | None]:
         raise ArgumentError("path", f"is longer than {MAX_PATH_PATTERN_CHARS} characters")
     if "\x00" in text:
         raise ArgumentError("path", "contains a NUL byte")
+    if not _is_unicode(text):
+        raise ArgumentError("path", "is not valid Unicode (a lone surrogate)")
     if text.startswith("/"):
         raise ArgumentError("path", f"{path!r} is absolute: give a glob relative to the source directory, e.g. 'guides/**/*.md'")
     while text.startswith("./"):
@@ -560,10 +562,19 @@ def _extensions(extensions: Sequence[str] | None) -> tuple[str, ...]:
     for extension in extensions:
         dotted = extension.strip().lower() if isinstance(extension, str) else ""
         dotted = dotted if dotted.startswith(".") else "." + dotted
-        if not _EXTENSION.fullmatch(dotted):
+        if not _EXTENSION.fullmatch(dotted) or not _is_unicode(dotted):
             raise ArgumentError("extensions", f"{extension!r} is not an extension such as \".md\""[:200])
         read.append(dotted)
     return tuple(dict.fromkeys(read))
+
+
+def _is_unicode(text: str) -> bool:
+    """False for text holding a lone surrogate, which SQLite cannot be given."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _instant(name: str, value: str | None) -> int | None:
@@ -673,21 +684,23 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
             plan = plan_within_bounds(conn, parsed)
             run = Searching(asking.db_path, conn, limits.reached, _scope(conn, plan, asking.filters), asking.filters)
             need = wanted + 1  # results: one more tells whether more follow
+            loaded = Loaded()
             while True:
                 plan, (ranked, feedback, files_matched) = rank_in_time(run, parsed, plan, window, limits, need)
                 reading = query_reading(parsed, plan, feedback)
                 ranked = with_weighed_words(conn, reading, ranked)
-                sections, groups, gone, changed = _first_groups(conn, ranked, wanted + 1, asking)
+                groups = _first_groups(conn, ranked, wanted + 1, asking, loaded)
                 if len(groups) > wanted or window >= MAX_RANKED_FILES:
-                    break
+                    break  # (past MAX_RANKED_FILES files of copies, further results are not looked for)
                 # Fewer texts than asked for: copies and deleted files took places. Rank further.
-                lost = len(sections) - len(groups)
+                lost = len(loaded.sections) - len(groups)
                 if len(ranked) < window:
                     if need >= wanted + 1 + lost:
                         break  # the ranking has no more files
                     need = wanted + 1 + lost  # keywords: files with only some of the words may follow
                 else:
-                    window = min(MAX_RANKED_FILES, max(2 * window, (wanted + 1) * len(sections) // max(1, len(groups))))
+                    window = min(MAX_RANKED_FILES, max(2 * window, (wanted + 1) * len(loaded.sections) // max(1, len(groups))))
+            sections, gone, changed = loaded.sections, loaded.gone, loaded.changed
             page = groups[asking.offset:wanted]
             leaders = {group[0][0]: showable(sections[group[0][0]]) for group in page}
             sections.update(leaders)
@@ -709,7 +722,7 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
     kept = _within_reply_budget(results)
     if kept < len(results):
         warnings.append(f"{len(results) - kept} more results were left out to keep the reply under {MAX_REPLY_CHARS:,} characters")
-    has_more = len(groups) > wanted or len(ranked) >= window or kept < len(results)
+    has_more = len(groups) > wanted or kept < len(results)
     outdated = [str(sections[rowid]["path"]) for rowid in sorted(gone | changed)]
     return {
         "query": asking.query[:MAX_QUERY_CHARS], "results": results[:kept],
@@ -720,31 +733,44 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
     }, outdated
 
 
+@dataclass
+class Loaded:
+    """The sections of a search's ranked files loaded so far, kept across its ranking passes:
+    each one's group key (see _first_groups), and those whose files are gone or changed."""
+
+    sections: dict[int, dict] = field(default_factory=dict)
+    keys: dict[int, object] = field(default_factory=dict)
+    gone: set[int] = field(default_factory=set)
+    changed: set[int] = field(default_factory=set)
+
+    def load(self, conn: sqlite3.Connection, rowids: list[int], asking: Asking) -> None:
+        batch = database.load_sections(conn, [rowid for rowid in rowids if rowid not in self.sections])
+        gone, changed = _outdated(asking.freshness, batch)
+        self.sections.update(batch)
+        self.gone |= gone
+        self.changed |= changed
+        for rowid, section in batch.items():
+            if rowid not in gone:
+                self.keys[rowid] = _said(str(section["body"])) if asking.collapse else rowid
+
+
 def _first_groups(
-    conn: sqlite3.Connection, ranked: list[tuple[int, float]], wanted: int, asking: Asking
-) -> tuple[dict[int, dict], list[list[tuple[int, float]]], set[int], set[int]]:
-    """The sections of ``ranked``, loaded ``wanted`` at a time until they make ``wanted`` groups
-    of files holding one text (files whose best section says the same, see _said; one file each
-    without ``asking.collapse``) or run out; the groups, best first, each led by its best-ranked
-    file, and the sections whose files are gone or changed."""
-    sections: dict[int, dict] = {}
-    gone: set[int] = set()
-    changed: set[int] = set()
+    conn: sqlite3.Connection, ranked: list[tuple[int, float]], wanted: int, asking: Asking, loaded: Loaded
+) -> list[list[tuple[int, float]]]:
+    """The first ``wanted`` groups of ``ranked`` (fewer if it runs out), best first, each led by
+    its best-ranked file: files whose best section says the same (see _said) are one group;
+    without ``asking.collapse``, each file is its own. Sections are loaded as needed, in batches
+    that double, into ``loaded``; files that are gone are left out."""
     groups: dict[object, list[tuple[int, float]]] = {}
-    for start in range(0, len(ranked), wanted):
-        if len(groups) >= wanted:
-            break
-        batch_ranked = ranked[start:start + wanted]
-        batch = database.load_sections(conn, [r for r, _ in batch_ranked])
-        batch_gone, batch_changed = _outdated(asking.freshness, batch)
-        sections.update(batch)
-        gone |= batch_gone
-        changed |= batch_changed
-        for rowid, score in batch_ranked:
-            if rowid in batch and rowid not in batch_gone:
-                key = _said(str(batch[rowid]["body"])) if asking.collapse else rowid
-                groups.setdefault(key, []).append((rowid, score))
-    return sections, list(groups.values()), gone, changed
+    position, batch = 0, wanted
+    while position < len(ranked) and len(groups) < wanted:
+        chunk = ranked[position:position + batch]
+        position, batch = position + len(chunk), 2 * batch
+        loaded.load(conn, [rowid for rowid, _ in chunk], asking)
+        for rowid, score in chunk:
+            if rowid in loaded.keys:
+                groups.setdefault(loaded.keys[rowid], []).append((rowid, score))
+    return list(groups.values())
 
 
 def _outdated(freshness: Freshness | None, sections: dict[int, dict]) -> tuple[set[int], set[int]]:
@@ -767,11 +793,15 @@ def _outdated(freshness: Freshness | None, sections: dict[int, dict]) -> tuple[s
 _LEAD = re.compile(r"(?:\s*---[^\S\n]*\n.*?\n(?:---|\.\.\.)[^\S\n]*(?:\n|\Z))?(?:[^\S\n]*(?:#{1,6}(?:[^\S\n][^\n]*)?)?(?:\n|\Z))*", re.S)
 
 
+#: How far into a section its lead (front matter, headings) is looked for.
+MAX_LEAD_CHARS = 4096
+
+
 def _said(body: str) -> str:
     """What a section says, to tell copies apart: its text after its front matter and heading lines
     (versioned copies of a page differ in a date or a title holding the version); the text itself
     if nothing else is left. Only the start is looked at: a section starts at its heading."""
-    said = body[_LEAD.match(body).end():].rstrip()
+    said = body[_LEAD.match(body, 0, MAX_LEAD_CHARS).end():].rstrip()
     return said or body
 
 

@@ -131,3 +131,31 @@ def test_fresh_results_without_a_writer_leave_out_deleted_files_and_mark_changed
     assert reply["files_matched"] == 2
     unchecked = search(config.db_path, "egret")
     assert len(unchecked["results"]) == 3 and not any(hit["stale"] for hit in unchecked["results"])
+
+
+def test_paging_ends_when_copies_fill_every_file_ranked(
+    indexer: TextIndexer, source: Path, config: ServerConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for n in range(60):
+        write(source, f"copy{n}.md", f"# v{n}\n\nzebra apple same text\n")
+    for n in range(5):
+        write(source, f"other{n}.md", f"zebra only {n}\n")
+    indexer.scan()
+    monkeypatch.setattr(search_module, "MAX_RANKED_FILES", 50)  # as 4,000 copies would
+    offset: int | None = 0
+    seen: list[str] = []
+    for _ in range(10):
+        reply = search(config.db_path, "zebra", 5, offset=offset)
+        seen += [hit["path"] for hit in reply["results"]]
+        offset = reply["next_offset"]
+        if offset is None:
+            break
+    assert offset is None, "a page that adds nothing must say nothing more follows"
+    assert len(seen) == len(set(seen)) == 6 and sum(path.startswith("copy") for path in seen) == 1
+
+
+def test_lone_surrogates_in_filters_name_the_argument() -> None:
+    for arguments, named in (({"path": "a\ud800/**"}, "path"), ({"extensions": [".\ud800"]}, "extensions")):
+        with pytest.raises(ArgumentError) as raised:
+            read_filters(**arguments)
+        assert raised.value.name == named
