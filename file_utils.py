@@ -201,7 +201,7 @@ def _classify_entry(
 
     ``entry`` was listed from ``dir_path`` through a descriptor, so its own ``path`` is just its name.
     """
-    if not entry.name.isascii() and _has_surrogates(entry.name):
+    if not entry.name.isascii() and has_surrogates(entry.name):
         on_skip(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), "undecodable_name", "")
         return None
     path = os.path.join(dir_path, entry.name)  # a non-link child of a real folder is real
@@ -298,7 +298,8 @@ def disk_signature(root: Path, rel: str) -> Signature | None:
     return (rel, st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
 
 
-def _has_surrogates(name: str) -> bool:
+def has_surrogates(name: str) -> bool:
+    """True for text holding a lone surrogate (a name that was not UTF-8), which SQLite cannot be given."""
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
@@ -454,7 +455,7 @@ def resolve_user_path(root: Path, user_path: str, index_directory: Path) -> str:
     for candidate in (user_path, unquote(user_path)):
         if ".." in candidate.replace("\\", "/").split("/"):
             raise UnsafePathError(user_path, "'..' is not allowed; give a path inside the source directory")
-    if _has_surrogates(user_path):
+    if has_surrogates(user_path):
         raise UnsafePathError(user_path, "the path is not valid UTF-8")
     root_real = os.path.realpath(root)
     lexical = os.path.normpath(os.path.join(root_real, user_path))

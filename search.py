@@ -33,7 +33,7 @@ from typing import TypeVar
 import database
 from config import USABLE_CPUS
 from exceptions import ArgumentError, Cancelled, IndexUnavailableError, QueryError
-from file_utils import disk_signature
+from file_utils import disk_signature, has_surrogates
 from models import QueryReading, SearchHit, SearchReply
 
 MAX_LIMIT = 100
@@ -476,7 +476,7 @@ def _path_filter(path: str) -> tuple[str, str | None, re.Pattern[str] | None]:
         raise ArgumentError("path", f"is longer than {MAX_PATH_PATTERN_CHARS} characters")
     if "\x00" in text:
         raise ArgumentError("path", "contains a NUL byte")
-    if not _is_unicode(text):
+    if has_surrogates(text):
         raise ArgumentError("path", "is not valid Unicode (a lone surrogate)")
     if text.startswith("/"):
         raise ArgumentError("path", f"{path!r} is absolute: give a glob relative to the source directory, e.g. 'guides/**/*.md'")
@@ -562,19 +562,10 @@ def _extensions(extensions: Sequence[str] | None) -> tuple[str, ...]:
     for extension in extensions:
         dotted = extension.strip().lower() if isinstance(extension, str) else ""
         dotted = dotted if dotted.startswith(".") else "." + dotted
-        if not _EXTENSION.fullmatch(dotted) or not _is_unicode(dotted):
+        if not _EXTENSION.fullmatch(dotted) or has_surrogates(dotted):
             raise ArgumentError("extensions", f"{extension!r} is not an extension such as \".md\""[:200])
         read.append(dotted)
     return tuple(dict.fromkeys(read))
-
-
-def _is_unicode(text: str) -> bool:
-    """False for text holding a lone surrogate, which SQLite cannot be given."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _instant(name: str, value: str | None) -> int | None:
