@@ -147,7 +147,7 @@ class SearchHit(TypedDict):
     #: The file changed on disk since it was indexed and could not be indexed again in time: the
     #: snippet and lines are from the indexed text.
     stale: bool
-    #: Other files whose best section is this very text (copies, versions), best first, at most 5;
+    #: Other files whose best section says the same (copies, versions; search._said), best first, at most 5;
     #: also_in_count counts them all among the files ranked.
     also_in: list[str]
     also_in_count: int
