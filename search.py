@@ -580,7 +580,10 @@ def _instant(name: str, value: str | None) -> int | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     # Nanoseconds fit SQLite's integers from 1677 to 2262; any file's mtime is within.
-    return min(max(int(when.timestamp() * 1_000_000) * 1000, -(2**63)), 2**63 - 1)
+    try:
+        return min(max(int(when.timestamp() * 1_000_000) * 1000, -(2**63)), 2**63 - 1)
+    except OverflowError:  # a zone that moves it past year 1 or 9999
+        return -(2**63) if when.year < 5000 else 2**63 - 1
 
 
 #: A filter letting through at most this many files is applied as the list of them, with the

@@ -84,6 +84,7 @@ def test_dates_are_utc_unless_they_say_otherwise() -> None:
     assert read_filters(modified_before="2024-05-01T00:00:00Z").modified == (None, 1714521600 * 10**9)
     # Past what nanoseconds in 64 bits hold: every file is after year 1 and before 9999.
     assert read_filters(modified_after="0001-01-01", modified_before="9999-12-31").modified == (-(2**63), 2**63 - 1)
+    assert read_filters(modified_after="0001-01-01T00:00:00+14:00", modified_before="9999-12-31T23:59:59-14:00").modified == (-(2**63), 2**63 - 1)
 
 
 @pytest.fixture(params=["listed", "looked_up"])
