@@ -48,6 +48,7 @@ ENV_VARS: dict[str, str] = {
     "excluded_extensions": "DOCSEARCH_EXCLUDED_EXTENSIONS",
     "scan_interval_seconds": "DOCSEARCH_SCAN_INTERVAL_SECONDS",
     "max_file_size_mb": "DOCSEARCH_MAX_FILE_SIZE_MB",
+    "include_hidden": "DOCSEARCH_INCLUDE_HIDDEN",
 }
 #: key -> command-line flag that sets it.
 FLAGS: dict[str, str] = {
@@ -57,6 +58,7 @@ FLAGS: dict[str, str] = {
     "excluded_extensions": "--exclude-ext",
     "scan_interval_seconds": "--scan-interval",
     "max_file_size_mb": "--max-file-size-mb",
+    "include_hidden": "--include-hidden",
 }
 KNOWN_KEYS = frozenset(ENV_VARS)
 
@@ -143,6 +145,7 @@ def _validate(values: dict[str, _Value]) -> ServerConfig:
         excluded_extensions=_extensions(values.get("excluded_extensions"), "excluded_extensions", defaults.excluded_extensions),
         scan_interval_seconds=_scan_interval(values.get("scan_interval_seconds"), defaults.scan_interval_seconds),
         max_file_size_mb=_file_size(values.get("max_file_size_mb"), defaults.max_file_size_mb),
+        include_hidden=_boolean(values.get("include_hidden"), "include_hidden", defaults.include_hidden),
     )
 
 
@@ -216,6 +219,21 @@ def _extensions(value: _Value | None, key: str, default: tuple[str, ...]) -> tup
     if not result and key == "included_extensions":
         raise ConfigError(key, "needs at least one extension, e.g. .md", value.origin)
     return tuple(dict.fromkeys(result))
+
+
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def _boolean(value: _Value | None, key: str, default: bool) -> bool:
+    """true or false: a JSON boolean in the config file; true/false, 1/0, yes/no, on/off elsewhere."""
+    if value is None:
+        return default
+    raw = value.raw
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and value.textual and raw.strip().lower() in _TRUE + _FALSE:
+        return raw.strip().lower() in _TRUE
+    raise ConfigError(key, f"must be true or false, got {raw!r}", value.origin)
 
 
 def _file_size(value: _Value | None, default: float) -> float:

@@ -29,7 +29,8 @@ logger = logging.getLogger(__name__)
 #: Why a file is not indexed. Status counts files by these names.
 SKIP_REASONS = (
     "excluded_extension",  # not in included_extensions, or in excluded_extensions
-    "excluded_directory",  # inside a version-control or dependency folder (IGNORED_DIRECTORIES)
+    "excluded_directory",  # inside a version-control, dependency or trash folder (IGNORED_DIRECTORIES)
+    "hidden",  # its name, or a folder's it is in, starts with a dot (include_hidden: false)
     "too_large",  # larger than max_file_size_mb
     "binary",  # NUL bytes or many control bytes in the content sample
     "not_regular_file",  # FIFO, socket, device
@@ -48,8 +49,9 @@ SKIP_REASONS = (
 #: A folder that cannot be listed with one of these errors is gone, not unreadable.
 _GONE_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR})
 
-#: Folders never descended into: their files are tooling state, not a person's text.
-IGNORED_DIRECTORIES = frozenset({".git", ".hg", ".svn", ".bzr", "node_modules", "__pycache__"})
+#: Folders never descended into, hidden files included or not: their files are tooling state,
+#: installed packages or deleted notes, not a person's text.
+IGNORED_DIRECTORIES = frozenset({".git", ".hg", ".svn", ".bzr", "node_modules", "__pycache__", ".venv", "venv", ".trash", ".Trash"})
 
 SNIFF_BYTES = 8192
 #: A sample with more than this share of control bytes (other than tab, newlines, form feed,
@@ -76,12 +78,15 @@ class FileFilter:
     excluded_extensions: suffixes that are never indexed; they win over included ones.
     max_size_bytes: larger files are skipped as ``too_large`` without being opened.
     index_directory: the daemon's own output folder, never indexed even inside the source.
+    include_hidden: index files and folders whose name starts with a dot (``.obsidian``,
+        ``.notes.md``); skipped as ``hidden`` when false, the default.
     """
 
     included_extensions: tuple[str, ...]
     excluded_extensions: tuple[str, ...]
     max_size_bytes: int
     index_directory: Path
+    include_hidden: bool = False
 
     def __post_init__(self) -> None:
         # str.endswith takes a tuple: one C call per name instead of a loop per extension.
@@ -131,6 +136,7 @@ def walk_source(
     root_stat = os.stat(root_real)
     visited.add((root_stat.st_dev, root_stat.st_ino))
     accepts_name, max_size = file_filter.accepts_name, file_filter.max_size_bytes
+    skip_hidden = not file_filter.include_hidden
     stack: list[tuple[str, str, int]] = [(root_real, "", root_stat.st_dev)]
     while stack:
         dir_path, prefix, device = stack.pop()
@@ -151,7 +157,10 @@ def walk_source(
                     # The common case first, since a rescan meets it for every file: a regular file
                     # with an ASCII name the filter accepts needs only its stat. Whatever this does not
                     # accept goes through _classify_entry, which runs every check and reports why.
-                    if entry.is_file(follow_symlinks=False) and name.isascii() and accepts_name(name) and not skip_own_files:
+                    if (
+                        entry.is_file(follow_symlinks=False) and name.isascii() and accepts_name(name) and not skip_own_files
+                        and not (skip_hidden and name[0] == ".")
+                    ):
                         st = entry.stat()
                         if st.st_size <= max_size and stat.S_ISREG(st.st_mode):
                             yield (rel, st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
@@ -214,6 +223,9 @@ def _classify_entry(
             return None
         if path == index_real and index_real != root_real:
             return None  # the daemon's own output: not the user's content, not counted
+        if entry.name[0] == "." and not file_filter.include_hidden:
+            on_skip(rel + "/", "hidden", "")
+            return None
         st = entry.stat(follow_symlinks=False)
         key = (st.st_dev, st.st_ino)
         if key in visited:
@@ -249,6 +261,9 @@ def _eligible_file(entry: os.DirEntry[str], rel: str, file_filter: FileFilter, o
     if not file_filter.accepts_name(entry.name):
         on_skip(rel, "excluded_extension", "")
         return None
+    if entry.name[0] == "." and not file_filter.include_hidden:
+        on_skip(rel, "hidden", "")
+        return None
     st = entry.stat(follow_symlinks=False)
     verdict = _size_and_type_verdict(st, file_filter)
     if verdict:
@@ -270,6 +285,8 @@ def check_single_file(root: Path, rel: str, file_filter: FileFilter) -> DiskFile
     parts = rel.split("/")
     if any(part in IGNORED_DIRECTORIES for part in parts[:-1]):
         raise FileSkipped(rel, "excluded_directory")
+    if not file_filter.include_hidden and any(part.startswith(".") for part in parts):
+        raise FileSkipped(rel, "hidden")
     if not file_filter.accepts_name(parts[-1]):
         raise FileSkipped(rel, "excluded_extension")
     try:

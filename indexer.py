@@ -82,7 +82,7 @@ MAX_TITLE_CHARS = 200
 MARKDOWN_EXTENSIONS = (".md", ".markdown", ".mdx")
 RST_EXTENSIONS = (".rst", ".rest")
 #: Reasons that are too common to log one line per file (a summary line counts them).
-QUIET_REASONS = frozenset({"excluded_extension", "excluded_directory"})
+QUIET_REASONS = frozenset({"excluded_extension", "excluded_directory", "hidden"})
 #: Reasons that mean something went wrong while reading, counted as errors in status.
 ERROR_REASONS = frozenset({"unreadable", "unavailable"})
 #: A file skipped for these reasons may be there as it was: what the index holds for it is kept.
@@ -657,6 +657,7 @@ class FileScanner:
             excluded_extensions=config.excluded_extensions,
             max_size_bytes=config.max_file_size_bytes,
             index_directory=config.index_output_directory,
+            include_hidden=config.include_hidden,
         )
 
     def changes(self, signatures: Mapping[Signature, int], recorded: Mapping[str, str] | None = None) -> Changes:

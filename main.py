@@ -74,6 +74,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "excluded_extensions": ("EXTS", "comma-separated, e.g. .log"),
         "scan_interval_seconds": ("S", "seconds between rescans (0: only at start)"),
         "max_file_size_mb": ("N", "skip larger files"),
+        "include_hidden": ("BOOL", "true: also index files and folders whose name starts with a dot"),
     }
     for key, flag in FLAGS.items():
         metavar, text = described[key]

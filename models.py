@@ -32,6 +32,8 @@ class ServerConfig:
     excluded_extensions: tuple[str, ...] = ()
     scan_interval_seconds: float = 300.0
     max_file_size_mb: float = 10.0
+    #: Index files and folders whose name starts with a dot (tool state, editors' folders).
+    include_hidden: bool = False
 
     @property
     def max_file_size_bytes(self) -> int:
@@ -40,12 +42,15 @@ class ServerConfig:
     @property
     def index_settings(self) -> dict[str, object]:
         """The settings that decide which files an index holds (and so are part of its identity)."""
-        return {
+        settings: dict[str, object] = {
             "included_extensions": sorted(self.included_extensions),
             "excluded_extensions": sorted(self.excluded_extensions),
             "max_file_size_bytes": self.max_file_size_bytes,
             "index_format": INDEX_FORMAT,
         }
+        if self.include_hidden:  # only then: the default's index keeps the name it had
+            settings["include_hidden"] = True
+        return settings
 
     @property
     def db_path(self) -> Path:

@@ -22,6 +22,22 @@ def test_defaults_need_only_a_source(source: Path) -> None:
     assert config.excluded_extensions == ()
     assert config.scan_interval_seconds == 300
     assert config.max_file_size_mb == 10
+    assert config.include_hidden is False
+
+
+def test_include_hidden_from_each_place_and_its_own_index(source: Path, tmp_path: Path) -> None:
+    config_file = tmp_path / "c.json"
+    config_file.write_text(json.dumps({"source_directory": str(source), "include_hidden": True}))
+    assert load_config({}, config_file, {}).include_hidden is True
+    assert load_config({}, config_file, {"DOCSEARCH_INCLUDE_HIDDEN": "off"}).include_hidden is False
+    assert load_config({"include_hidden": "Yes"}, config_file, {"DOCSEARCH_INCLUDE_HIDDEN": "0"}).include_hidden is True
+    with pytest.raises(ConfigError) as caught:
+        load_config({"include_hidden": "maybe"}, config_file, {})
+    assert caught.value.key == "include_hidden" and "--include-hidden" in str(caught.value)
+    plain = load_config({"source_directory": str(source)}, environ={})
+    hidden = load_config({"source_directory": str(source), "include_hidden": "true"}, environ={})
+    assert plain.db_path != hidden.db_path  # two settings, two indexes; the default keeps its old name
+    assert "include_hidden" not in plain.index_settings
 
 
 def test_file_then_environment_then_flags(source: Path, tmp_path: Path) -> None:
@@ -56,6 +72,8 @@ def test_file_then_environment_then_flags(source: Path, tmp_path: Path) -> None:
         ({"excluded_extensions": [""]}, "excluded_extensions", "must not be empty"),
         ({"source_directory": 42}, "source_directory", "path string"),
         ({"colour": "blue"}, "colour", "unknown setting"),
+        ({"include_hidden": "true"}, "include_hidden", "true or false"),  # a JSON string is not a boolean
+        ({"include_hidden": 1}, "include_hidden", "true or false"),
     ],
 )
 def test_bad_values_name_the_key(source: Path, tmp_path: Path, overrides: dict, key: str, fragment: str) -> None:

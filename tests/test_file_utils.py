@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from exceptions import FileSkipped, UnsafePathError
-from file_utils import FileFilter, decode_text, read_regular_file, resolve_user_path, walk_source
+from file_utils import FileFilter, check_single_file, decode_text, read_regular_file, resolve_user_path, walk_source
 from tests.conftest import write
 
 
@@ -70,6 +70,42 @@ def test_vcs_folders_are_not_entered(source: Path, tmp_path: Path) -> None:
     found, skipped = walk(source, make_filter(tmp_path))
     assert found == ["real.md"]
     assert skipped == {".git/": "excluded_directory", "node_modules/": "excluded_directory"}
+
+
+def test_hidden_files_and_folders_are_skipped_unless_asked_for(source: Path, tmp_path: Path) -> None:
+    write(source, ".obsidian/workspace.md", "x")
+    write(source, "notes/.draft.md", "x")
+    write(source, "notes/kept.md", "x")
+    write(source, ".venv/lib/site.md", "x")
+    write(source, "venv/lib/site.md", "x")
+    write(source, ".trash/old.md", "x")
+    found, skipped = walk(source, make_filter(tmp_path))
+    assert found == ["notes/kept.md"]
+    assert skipped == {
+        ".obsidian/": "hidden", "notes/.draft.md": "hidden", ".venv/": "excluded_directory",
+        "venv/": "excluded_directory", ".trash/": "excluded_directory",
+    }
+    # Asked for, hidden ones are indexed; tool folders and the trash still are not.
+    found, skipped = walk(source, make_filter(tmp_path, include_hidden=True))
+    assert found == [".obsidian/workspace.md", "notes/.draft.md", "notes/kept.md"]
+    assert set(skipped.values()) == {"excluded_directory"}
+
+
+def test_a_hidden_index_directory_is_not_counted_as_a_skipped_folder(source: Path) -> None:
+    write(source, "note.md", "x")
+    write(source, ".idx/notes-abc.sqlite3", "x")
+    found, skipped = walk(source, make_filter(source, index_directory=source / ".idx"))
+    assert found == ["note.md"] and skipped == {}
+
+
+def test_a_hidden_file_is_refused_by_name_too(source: Path, tmp_path: Path) -> None:
+    write(source, ".obsidian/workspace.md", "x")
+    write(source, "venv/x.md", "x")
+    for rel, reason in ((".obsidian/workspace.md", "hidden"), ("venv/x.md", "excluded_directory")):
+        with pytest.raises(FileSkipped) as caught:
+            check_single_file(source, rel, make_filter(tmp_path))
+        assert caught.value.reason == reason
+    assert check_single_file(source, ".obsidian/workspace.md", make_filter(tmp_path, include_hidden=True)) is not None
 
 
 def test_index_directory_inside_the_source_is_never_walked(source: Path) -> None:

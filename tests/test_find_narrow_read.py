@@ -182,6 +182,7 @@ async def test_get_document_refuses_what_the_index_would_not_read(source: Path, 
     write(source, "blob.md", b"\x00\x01\x02binary\x00" * 100)
     write(source, "script.py", "print('not an included extension')\n")
     write(source, "node_modules/pkg/readme.md", "# Vendored\n")
+    write(source, ".obsidian/workspace.md", "# Editor state\n")
     (source / "out.md").symlink_to(outside)
     (source / "outdir").symlink_to(tmp_path, target_is_directory=True)
     os.mkfifo(source / "pipe.md")
@@ -199,6 +200,7 @@ async def test_get_document_refuses_what_the_index_would_not_read(source: Path, 
             ("blob.md", "binary"),
             ("script.py", "excluded_extension"),
             ("node_modules/pkg/readme.md", "excluded_directory"),
+            (".obsidian/workspace.md", "hidden"),
             ("pipe.md", "not_regular_file"),
             ("", "empty"),
         ]:
