@@ -338,7 +338,7 @@ def read_document(config: ServerConfig, user_path: str) -> Document:
     root = config.source_directory
     rel = resolve_user_path(root, user_path, config.index_output_directory)
     try:
-        if check_single_file(root, rel, FileScanner(config).filter) is None:
+        if check_single_file(root, rel, file_filter(config)) is None:
             raise ArgumentError("path", f"{rel}: no such file in the source directory")
         raw = read_regular_file(root, rel, config.max_file_size_bytes)
         text, _, _ = decode_text(rel, raw.data)
@@ -646,19 +646,24 @@ class Changes:
     mounts: dict[str, str] = field(default_factory=dict)
 
 
+def file_filter(config: ServerConfig) -> FileFilter:
+    """The walk's rules for ``config``: which files are indexed (and may be read by get_document)."""
+    return FileFilter(
+        included_extensions=config.included_extensions,
+        excluded_extensions=config.excluded_extensions,
+        max_size_bytes=config.max_file_size_bytes,
+        index_directory=config.index_output_directory,
+        include_hidden=config.include_hidden,
+    )
+
+
 class FileScanner:
     """Walks the source and compares it with the stored signature (path, mtime, size, inode, ctime)
     of each file."""
 
     def __init__(self, config: ServerConfig) -> None:
         self.root = config.source_directory
-        self.filter = FileFilter(
-            included_extensions=config.included_extensions,
-            excluded_extensions=config.excluded_extensions,
-            max_size_bytes=config.max_file_size_bytes,
-            index_directory=config.index_output_directory,
-            include_hidden=config.include_hidden,
-        )
+        self.filter = file_filter(config)
 
     def changes(self, signatures: Mapping[Signature, int], recorded: Mapping[str, str] | None = None) -> Changes:
         """Compare the walk with IndexWriter.file_signatures(): a file is unchanged when its whole

@@ -876,7 +876,7 @@ def with_weighed_words(conn: sqlite3.Connection, reading: QueryReading, ranked: 
         return ranked
     words = [w for part in reading["required"] + reading["optional"] + reading["phrases"] + reading["feedback"] for w in part.split(" ")]
     sections, _ = database.index_totals(conn)
-    held = _sections_holding(conn, words)
+    held = _sections_holding(conn, words, database.stems(words))
     unweighed = [n for n in held.values() if 2 * n >= sections]
     if not unweighed:
         return ranked
@@ -891,14 +891,14 @@ def with_weighed_words(conn: sqlite3.Connection, reading: QueryReading, ranked: 
     return rescored
 
 
-def _sections_holding(conn: sqlite3.Connection, words: Sequence[str]) -> dict[str, int]:
-    """{stem: sections holding it} for each of ``words`` the index holds, counted among the first
-    QUESTION_SAMPLE_FILES files (all of a smaller index) and scaled: counting a common word
-    exactly reads its whole doclist, ~10 ms at 100k files."""
-    words = list(dict.fromkeys(words))
-    counts = database.estimated_rows_each(conn, [_quote([w]) for w in words], QUESTION_SAMPLE_FILES)
+def _sections_holding(conn: sqlite3.Connection, words: Sequence[str], stems: Sequence[str]) -> dict[str, int]:
+    """{stem: sections holding it} for each of ``words`` (whose stems are ``stems``) the index
+    holds, counted among the first QUESTION_SAMPLE_FILES files (all of a smaller index) and
+    scaled: counting a common word exactly reads its whole doclist, ~10 ms at 100k files."""
+    stem_of = dict(zip(words, stems))
+    counts = database.estimated_rows_each(conn, [_quote([w]) for w in stem_of], QUESTION_SAMPLE_FILES)
     held: dict[str, int] = {}
-    for stem, count in zip(database.stems(words), counts):
+    for stem, count in zip(stem_of.values(), counts):
         if count:
             held[stem] = max(count, held.get(stem, 0))
     return held
@@ -1223,7 +1223,7 @@ def feedback_words(conn: sqlite3.Connection, top: list[tuple[int, float]], parse
     sections, _ = database.index_totals(conn)
     offers: dict[str, tuple[float, str]] = {}
     stems = database.stems(candidates)
-    held_by = _sections_holding(conn, candidates)
+    held_by = _sections_holding(conn, candidates, stems)
     relevant = len(top)
     for word, stem in zip(candidates, stems):
         if stem in known or stem in offers or any(word.startswith(p) for p in parsed.prefixes):
