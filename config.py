@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from exceptions import ConfigError
+from file_utils import MAX_EXCLUDE_PATTERNS, PatternError, compile_exclude_patterns
 from models import ServerConfig
 
 PROJECT_DIR = Path(__file__).resolve().parent
@@ -49,6 +50,9 @@ ENV_VARS: dict[str, str] = {
     "scan_interval_seconds": "DOCSEARCH_SCAN_INTERVAL_SECONDS",
     "max_file_size_mb": "DOCSEARCH_MAX_FILE_SIZE_MB",
     "include_hidden": "DOCSEARCH_INCLUDE_HIDDEN",
+    "respect_gitignore": "DOCSEARCH_RESPECT_GITIGNORE",
+    "exclude_patterns": "DOCSEARCH_EXCLUDE_PATTERNS",
+    "index_notebook_outputs": "DOCSEARCH_INDEX_NOTEBOOK_OUTPUTS",
 }
 #: key -> command-line flag that sets it.
 FLAGS: dict[str, str] = {
@@ -59,6 +63,9 @@ FLAGS: dict[str, str] = {
     "scan_interval_seconds": "--scan-interval",
     "max_file_size_mb": "--max-file-size-mb",
     "include_hidden": "--include-hidden",
+    "respect_gitignore": "--respect-gitignore",
+    "exclude_patterns": "--exclude-patterns",
+    "index_notebook_outputs": "--index-notebook-outputs",
 }
 KNOWN_KEYS = frozenset(ENV_VARS)
 
@@ -146,6 +153,9 @@ def _validate(values: dict[str, _Value]) -> ServerConfig:
         scan_interval_seconds=_scan_interval(values.get("scan_interval_seconds"), defaults.scan_interval_seconds),
         max_file_size_mb=_file_size(values.get("max_file_size_mb"), defaults.max_file_size_mb),
         include_hidden=_boolean(values.get("include_hidden"), "include_hidden", defaults.include_hidden),
+        respect_gitignore=_boolean(values.get("respect_gitignore"), "respect_gitignore", defaults.respect_gitignore),
+        exclude_patterns=_patterns(values.get("exclude_patterns"), defaults.exclude_patterns),
+        index_notebook_outputs=_boolean(values.get("index_notebook_outputs"), "index_notebook_outputs", defaults.index_notebook_outputs),
     )
 
 
@@ -219,6 +229,32 @@ def _extensions(value: _Value | None, key: str, default: tuple[str, ...]) -> tup
     if not result and key == "included_extensions":
         raise ConfigError(key, "needs at least one extension, e.g. .md", value.origin)
     return tuple(dict.fromkeys(result))
+
+
+def _patterns(value: _Value | None, default: tuple[str, ...]) -> tuple[str, ...]:
+    """exclude_patterns: a list of .gitignore patterns (comma-separated in the environment and on the
+    command line, where spaces around each are dropped and empty ones skipped). Each must be one
+    the walk can match: file_utils.compile_exclude_patterns says why not."""
+    key = "exclude_patterns"
+    if value is None:
+        return default
+    raw = value.raw
+    if isinstance(raw, str) and value.textual:
+        items = [item.strip() for item in raw.split(",") if item.strip()]
+    elif isinstance(raw, (list, tuple)) and all(isinstance(item, str) for item in raw):
+        items = list(raw)
+    else:
+        raise ConfigError(key, f"must be a list of patterns like [\"drafts/**\", \"*.tmp\"], got {raw!r}", value.origin)
+    if len(items) > MAX_EXCLUDE_PATTERNS:
+        raise ConfigError(key, f"at most {MAX_EXCLUDE_PATTERNS} patterns, got {len(items)}", value.origin)
+    for item in items:
+        if not item:
+            raise ConfigError(key, "a pattern must not be empty", value.origin)
+    try:
+        compile_exclude_patterns(tuple(items))
+    except PatternError as exc:
+        raise ConfigError(key, f"pattern {exc}", value.origin) from None
+    return tuple(items)
 
 
 _TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")

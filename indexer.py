@@ -26,16 +26,21 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import database
+import formats
 from config import USABLE_CPUS
 from database import IndexWriter
 from exceptions import ArgumentError, Cancelled, DocSearchError, FileSkipped, IndexUnavailableError, SourceUnavailableError
 from file_utils import (
+    IGNORED_DIRECTORIES,
     FileFilter,
     check_single_file,
     decode_text,
+    has_surrogates,
     identity,
+    ignored_by_rules,
     read_regular_file,
     resolve_user_path,
     walk_source,
@@ -51,8 +56,10 @@ from models import (
     ServerConfig,
     Signature,
     StatusReply,
+    WatchingReply,
 )
 from search import visible_text
+from watcher import WatchState
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +89,7 @@ MAX_TITLE_CHARS = 200
 MARKDOWN_EXTENSIONS = (".md", ".markdown", ".mdx")
 RST_EXTENSIONS = (".rst", ".rest")
 #: Reasons that are too common to log one line per file (a summary line counts them).
-QUIET_REASONS = frozenset({"excluded_extension", "excluded_directory", "hidden"})
+QUIET_REASONS = frozenset({"excluded_extension", "excluded_directory", "hidden", "ignored", "excluded_pattern"})
 #: Reasons that mean something went wrong while reading, counted as errors in status.
 ERROR_REASONS = frozenset({"unreadable", "unavailable"})
 #: A file skipped for these reasons may be there as it was: what the index holds for it is kept.
@@ -104,6 +111,10 @@ _HEADING_OR_FENCED_BLOCK = re.compile(
     r"|(?:`{3}|~{3})[\s\S]*)"  # a fenced block that is never closed: to the end
 )
 _CLOSING_HASHES = re.compile(r"[ \t]+#+[ \t]*$")
+_SETEXT_UNDERLINE = re.compile(r"\n(?=[ =-]) {0,3}(=+|-+)[^\S\n]*(?=\n)")
+#: Lines a setext underline does not make a heading of: list items, quotes, ATX headings, fences,
+#: table rows, another underline.
+_NOT_PARAGRAPH = re.compile(r"(?:[-*+]|\d{1,9}[.)])(?:\s|$)|[>#|]|`{3}|~{3}|(?:=+|-+)$")
 _FRONT_MATTER = re.compile(
     r"\n[^\S\n]*---[^\S\n]*(?=\n)"  # the opening line
     r"(?:((?:\n[^\n]*){0,198}?)\n[^\S\n]*(?:---|\.\.\.)[^\S\n]*(?=\n)"  # the fields, up to a closing line
@@ -114,22 +125,94 @@ _TITLE_FIELD = re.compile(r"\n[^\S\n]*[Tt][Ii][Tt][Ll][Ee][^\S\n]*:([^\n]*)")
 _RST_UNDERLINE = re.compile(r"\n(([=\-`:'\"~^_*+#<>.])\2{2,})[^\S\n]*(?=\n)")
 _BLANK_LINE = re.compile(r"\n(?=[^\S\n]*\n)")
 _NOT_SPACE = re.compile(r"\S")
+_CARRIAGE_RETURN = re.compile(r"\r\n?")
 
 
 # ---- sections --------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Content:
+    """A file as the index reads it: its text, title and headings, whatever its format.
+
+    A heading is (boundary, level, name); a boundary is the offset of the newline before the
+    heading's line in ``padded`` (the text between two added newlines: see sections())."""
+
+    text: str
+    title: str
+    headings: list[tuple[int, int, str]]
+    encoding: str = "utf-8"
+    fallback_decoded: bool = False
+
+    @property
+    def padded(self) -> str:
+        return f"\n{self.text}\n"
+
+
+class Reading(NamedTuple):
+    """How files are read: the size limit, and whether notebook outputs are text too."""
+
+    max_bytes: int
+    notebook_outputs: bool = False
+
+
+def reading(config: ServerConfig) -> Reading:
+    return Reading(config.max_file_size_bytes, config.index_notebook_outputs)
+
+
+def file_content(rel: str, data: bytes, notebook_outputs: bool = False, most: int | None = None) -> Content:
+    """The Content of a file's bytes: a format formats.py extracts, else decoded text (Markdown and
+    reST headings found in it); the first ``most`` headings if given. Raises FileSkipped."""
+    extracted = formats.extract(rel, data, notebook_outputs=notebook_outputs)
+    if extracted is None:
+        text, encoding, fallback = decode_text(rel, data)
+        if "\r" in text:  # CR LF and old Mac CR-only line ends: lines end with \n alone here
+            text = _CARRIAGE_RETURN.sub("\n", text)
+        return text_content(text, rel, most, encoding, fallback)
+    padded = f"\n{extracted.text}\n"
+    headings = _boundaries(padded, extracted.headings[:most])
+    title = _title(padded, extracted.title or next((name for _, level, name in headings if level == 1), ""), bool(headings))
+    return Content(extracted.text, title, headings, f"extracted:{rel.rsplit('.', 1)[-1].lower()}")
+
+
+def text_content(text: str, name: str, most: int | None = None, encoding: str = "utf-8", fallback: bool = False) -> Content:
+    """The Content of a text: headings for Markdown and reST (by ``name``), none for other files."""
+    padded = f"\n{text}\n"
+    headings, title = _headings(padded, name, most)
+    return Content(text, _title(padded, title, bool(headings)), headings, encoding, fallback)
+
+
+def _boundaries(padded: str, headings: Sequence[formats.Heading]) -> list[tuple[int, int, str]]:
+    """Extracted headings (by line number) as (boundary, level, name)."""
+    found: list[tuple[int, int, str]] = []
+    line, at = 1, 0  # padded[0] is the newline before line 1
+    for heading in sorted(headings, key=lambda heading: heading.line):
+        if found and heading.line <= line:
+            continue  # one heading per line
+        while line < heading.line and at >= 0:
+            at = padded.find("\n", at + 1)
+            line += 1
+        if at < 0 or at >= len(padded) - 1:
+            break
+        found.append((at, heading.level, heading.name[:MAX_TITLE_CHARS]))
+    return found
+
+
 def split_sections(text: str, name: str) -> tuple[str, list[Section]]:
-    """Return (title, sections): at headings for Markdown and reST, else at blank lines; bounded."""
+    """Return (title, sections) of a text: at headings for Markdown and reST, else at blank lines; bounded."""
+    content = text_content(text, name)
+    return content.title, sections(content)
+
+
+def sections(content: Content) -> list[Section]:
+    """A file's FTS rows: at its headings, else at blank lines; bounded in size."""
     # With a newline added before and after the text, every line sits between two newlines, and a
     # line is named by the offset of the newline before it (its boundary): sizes are differences of
     # boundaries, bodies are slices, and the regexes start with a newline, so the regex engine
     # jumps from newline to newline. Python code runs per heading and per section, not per line.
-    padded = f"\n{text}\n"
-    headings, title = _headings(padded, name)
-    title = _title(padded, title, bool(headings))
+    padded, headings = content.padded, content.headings
     pieces: list[tuple[int, str, str]] = []
-    max_chars = max(MAX_SECTION_CHARS, len(text) // (database.MAX_SECTIONS_PER_FILE // 2))
+    max_chars = max(MAX_SECTION_CHARS, len(content.text) // (database.MAX_SECTIONS_PER_FILE // 2))
     path: list[tuple[int, str]] = []
     # A heading starts a new section once the current one holds MIN_SECTION_CHARS, or when its own
     # block would push the current one past the target. Reference pages with a heading every few
@@ -149,7 +232,7 @@ def split_sections(text: str, name: str) -> tuple[str, list[Section]]:
         if not start_heading:  # a new section, or a short preamble that goes with the first heading
             start_heading = " > ".join(h for _, h in path)[:MAX_TITLE_CHARS]
     pieces.extend(_bounded_pieces(padded, start, last, start_heading, max_chars))
-    return title, _numbered(padded, pieces)
+    return _numbered(padded, pieces)
 
 
 def _headings(padded: str, name: str, most: int | None = None) -> tuple[list[tuple[int, int, str]], str]:
@@ -166,31 +249,62 @@ def _headings(padded: str, name: str, most: int | None = None) -> tuple[list[tup
 def _title(padded: str, title: str, has_headings: bool) -> str:
     """The title of a file: its headings' (or front matter's), else its first line."""
     if not title:
-        line = _first_text_line(padded)
+        body = _front_matter(padded)[0]  # front matter without a title: the title is not its "---"
+        line = _first_text_line(padded, body)
         title = line.strip().lstrip("#").strip()
-        if (len(title) > 120 and not has_headings) or line.strip() == padded.strip():
+        if (len(title) > 120 and not has_headings) or line.strip() == padded[body:].strip():
             title = ""  # a long first line is prose; a line alone is the text itself, not its title
     return title[:MAX_TITLE_CHARS]
 
 
 def _markdown_headings(padded: str, most: int | None = None) -> tuple[list[tuple[int, int, str]], str]:
-    """(boundary, level, heading) of each heading, the first ``most`` if given; and the title."""
+    """(boundary, level, heading) of each heading, ATX (``# X``) and setext (``X`` over ``===`` or
+    ``---``), outside fenced blocks and front matter, the first ``most`` if given; and the title."""
     start, title = _front_matter(padded)
     headings: list[tuple[int, int, str]] = []
+    fences: list[tuple[int, int]] = []
     for match in _HEADING_OR_FENCED_BLOCK.finditer(padded, start):
         hashes, rest = match.group(1, 2)
-        if hashes:
-            if len(headings) == most:
-                break
-            heading = rest.strip()
-            if heading.endswith("#"):  # may end with a closing sequence; the regex is only worth it then
-                heading = _CLOSING_HASHES.sub("", rest, count=1).strip()
-            headings.append((match.start(), len(hashes), heading))
-            if not title and len(hashes) == 1:
-                title = heading
-    if not title and headings:
-        title = headings[0][2]
+        if not hashes:
+            fences.append(match.span())
+            continue
+        if len(headings) == most:
+            break
+        heading = rest.strip()
+        if heading.endswith("#"):  # may end with a closing sequence; the regex is only worth it then
+            heading = _CLOSING_HASHES.sub("", rest, count=1).strip()
+        headings.append((match.start(), len(hashes), heading))
+    setext = _setext_headings(padded, start, fences, most)
+    if setext:
+        headings = sorted(headings + setext)[:most]
+    if not title:
+        title = next((heading for _, level, heading in headings if level == 1), headings[0][2] if headings else "")
     return headings, title
+
+
+def _setext_headings(padded: str, start: int, fences: list[tuple[int, int]], most: int | None) -> list[tuple[int, int, str]]:
+    """Headings underlined with ``===`` (level 1) or ``---`` (level 2): the underline follows a
+    line of paragraph text (not a list item, quote, ATX heading or indented code) outside fences."""
+    found: list[tuple[int, int, str]] = []
+    spans = iter(fences)
+    fence = next(spans, None)
+    for under in _SETEXT_UNDERLINE.finditer(padded, start):
+        at = under.start()
+        while fence is not None and fence[1] <= at:
+            fence = next(spans, None)
+        if fence is not None and fence[0] <= at:
+            continue
+        above = padded.rfind("\n", start, at)
+        if above < 0:
+            continue
+        line = padded[above + 1:at]
+        text = line.strip()
+        if not text or line.startswith("    ") or _NOT_PARAGRAPH.match(text) or (fence is not None and fence[0] <= above):
+            continue
+        found.append((above, 1 if under[1][0] == "=" else 2, text))
+        if len(found) == most:
+            break
+    return found
 
 
 def _front_matter(padded: str) -> tuple[int, str]:
@@ -224,8 +338,8 @@ def _rst_headings(padded: str, most: int | None = None) -> tuple[list[tuple[int,
     return headings, title
 
 
-def _first_text_line(padded: str) -> str:
-    found = _NOT_SPACE.search(padded)
+def _first_text_line(padded: str, start: int = 0) -> str:
+    found = _NOT_SPACE.search(padded, start)
     if not found:
         return ""
     return padded[padded.rfind("\n", 0, found.start()) + 1:padded.find("\n", found.start())]
@@ -298,18 +412,17 @@ class Document:
     mtime_ns: int
 
 
-def file_outline(text: str, name: str, total_lines: int) -> tuple[str, list[OutlineEntry], bool]:
-    """The title of a text and its first MAX_OUTLINE_HEADINGS headings (Markdown or reST), each
-    named by its path as search results name sections ("Install > Linux"), with the lines it spans
-    (its subsections included); and whether it has more headings."""
-    padded = f"\n{text}\n"
-    headings, title = _headings(padded, name, MAX_OUTLINE_HEADINGS + 1)
+def file_outline(content: Content, total_lines: int) -> tuple[list[OutlineEntry], bool]:
+    """The first MAX_OUTLINE_HEADINGS headings of a file (``content`` read with most=
+    MAX_OUTLINE_HEADINGS + 1), each named by its path as search results name sections ("Install >
+    Linux"), with the lines it spans (its subsections included); and whether it has more."""
+    padded, headings = content.padded, content.headings
     more = len(headings) > MAX_OUTLINE_HEADINGS
     entries: list[OutlineEntry] = []
     path: list[tuple[int, str]] = []
     open_entries: list[OutlineEntry] = []
     line = counted = 0
-    for at, level, heading in headings:
+    for at, level, heading in headings[:MAX_OUTLINE_HEADINGS]:
         line += padded.count("\n", counted, at + 1)  # the heading's line: newlines up to its boundary
         counted = at + 1
         while path and path[-1][0] >= level:
@@ -321,7 +434,7 @@ def file_outline(text: str, name: str, total_lines: int) -> tuple[str, list[Outl
         entry: OutlineEntry = {"heading": name_shown, "level": level, "line_start": line, "line_end": total_lines}
         entries.append(entry)
         open_entries.append(entry)
-    return visible_text(_title(padded, title, bool(headings))), entries[:MAX_OUTLINE_HEADINGS], more
+    return entries, more
 
 
 def text_lines(text: str) -> list[str]:
@@ -341,13 +454,13 @@ def read_document(config: ServerConfig, user_path: str) -> Document:
         if check_single_file(root, rel, file_filter(config)) is None:
             raise ArgumentError("path", f"{rel}: no such file in the source directory")
         raw = read_regular_file(root, rel, config.max_file_size_bytes)
-        text, _, _ = decode_text(rel, raw.data)
+        content = file_content(rel, raw.data, config.index_notebook_outputs, MAX_OUTLINE_HEADINGS + 1)
     except FileSkipped as skipped:
         detail = f": {skipped.detail}" if skipped.detail else ""
         raise ArgumentError("path", f"{rel} is not a file the index reads ({skipped.reason}{detail}); nothing was returned") from None
-    lines = text_lines(text)
-    title, outline, more = file_outline(text, rel, len(lines))
-    return Document(rel, title, lines, outline, more, raw.content_hash, raw.mtime_ns)
+    lines = text_lines(content.text)
+    outline, more = file_outline(content, len(lines))
+    return Document(rel, visible_text(content.title), lines, outline, more, raw.content_hash, raw.mtime_ns)
 
 
 def document_part(
@@ -449,40 +562,40 @@ def _heading_named(document: Document, heading: str) -> OutlineEntry:
 # ---- reading ---------------------------------------------------------------------------------
 
 
-def load_file(root: Path, rel: str, max_bytes: int) -> LoadedFile:
-    """Read, decode and split one file; raise FileSkipped when it cannot or must not be indexed."""
-    raw = read_regular_file(root, rel, max_bytes)
-    text, encoding, fallback = decode_text(rel, raw.data)
-    title, sections = split_sections(text, rel)
+def load_file(root: Path, rel: str, how: Reading) -> LoadedFile:
+    """Read, extract or decode, and split one file; raise FileSkipped when it cannot or must not be indexed."""
+    raw = read_regular_file(root, rel, how.max_bytes)
+    content = file_content(rel, raw.data, how.notebook_outputs)
+    rows = sections(content)
     return LoadedFile(
         path=rel, mtime_ns=raw.mtime_ns, size=raw.size, inode=raw.inode, ctime_ns=raw.ctime_ns, content_hash=raw.content_hash,
-        read_at_ns=raw.read_at_ns, encoding=encoding, fallback_decoded=fallback, title=title, sections=sections,
-        compressed_bodies=[database.compress(section.body) for section in sections],
+        read_at_ns=raw.read_at_ns, encoding=content.encoding, fallback_decoded=content.fallback_decoded, title=content.title,
+        sections=rows, compressed_bodies=[database.compress(section.body) for section in rows],
     )
 
 
-def load_or_skip(root: Path, rel: str, max_bytes: int) -> LoadedFile | FileSkipped:
+def load_or_skip(root: Path, rel: str, how: Reading) -> LoadedFile | FileSkipped:
     try:
-        return load_file(root, rel, max_bytes)
+        return load_file(root, rel, how)
     except FileSkipped as skipped:
         return skipped
 
 
-def load_chunk(root: Path, paths: list[str], max_bytes: int) -> list[LoadedFile | FileSkipped]:
+def load_chunk(root: Path, paths: list[str], how: Reading) -> list[LoadedFile | FileSkipped]:
     """What a loader process runs: a chunk of files at a time, to keep the cost per task small."""
-    return [load_or_skip(root, rel, max_bytes) for rel in paths]
+    return [load_or_skip(root, rel, how) for rel in paths]
 
 
 def run_loader() -> None:
-    """A loader process's main: read (root, chunks, max_bytes) from stdin, then write each chunk's
+    """A loader process's main: read (root, chunks, reading) from stdin, then write each chunk's
     results to stdout, pickled, in order. A full pipe pauses it; a closed one (the writer's process
     is gone) ends it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the writer's process to handle
-    root, chunks, max_bytes = pickle.load(sys.stdin.buffer)
+    root, chunks, how = pickle.load(sys.stdin.buffer)
     out = sys.stdout.buffer
     try:
         for paths in chunks:
-            pickle.dump(load_chunk(Path(root), paths, max_bytes), out, pickle.HIGHEST_PROTOCOL)
+            pickle.dump(load_chunk(Path(root), paths, Reading(*how)), out, pickle.HIGHEST_PROTOCOL)
             out.flush()
     except BrokenPipeError:
         os._exit(0)
@@ -562,26 +675,26 @@ LOADER_COMMAND = [
 class _LoaderProcess:
     """One loader process and the thread that feeds it its chunks and queues what it sends back."""
 
-    def __init__(self, root: Path, chunks: list[tuple[int, list[str], int]], max_bytes: int, read_ahead: _ReadAhead) -> None:
+    def __init__(self, root: Path, chunks: list[tuple[int, list[str], int]], how: Reading, read_ahead: _ReadAhead) -> None:
         self.process = subprocess.Popen(LOADER_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd="/")
         self.results: queue.SimpleQueue[list[LoadedFile | FileSkipped] | None] = queue.SimpleQueue()
         self.thread = threading.Thread(
-            target=self._exchange, args=(root, chunks, max_bytes, read_ahead), name="loader-pipe", daemon=True
+            target=self._exchange, args=(root, chunks, how, read_ahead), name="loader-pipe", daemon=True
         )
         self.thread.start()
 
-    def _exchange(self, root: Path, chunks: list[tuple[int, list[str], int]], max_bytes: int, read_ahead: _ReadAhead) -> None:
+    def _exchange(self, root: Path, chunks: list[tuple[int, list[str], int]], how: Reading, read_ahead: _ReadAhead) -> None:
         stdin, stdout = self.process.stdin, self.process.stdout
         assert stdin is not None and stdout is not None
         try:
             with stdin:
-                pickle.dump((str(root), [paths for _, paths, _ in chunks], max_bytes), stdin, pickle.HIGHEST_PROTOCOL)
+                pickle.dump((str(root), [paths for _, paths, _ in chunks], tuple(how)), stdin, pickle.HIGHEST_PROTOCOL)
             for number, _, size in chunks:
                 if not read_ahead.take(number, size):
                     return
                 # One unpickler per message, as pickle.load does: each dump numbers its memo from 0.
                 self.results.put(_LoaderResults(stdout).load())
-        except (OSError, EOFError, pickle.UnpicklingError) as exc:
+        except Exception as exc:  # noqa: BLE001 - a pipe, a pickle or anything else: the writer must not wait for ever
             if not read_ahead.stopping:
                 logger.warning("a loader process stopped (%s); loading the rest in the writer's process", exc or "died")
             self.results.put(None)
@@ -598,7 +711,7 @@ class _LoaderProcess:
             self.process.stdout.close()
 
 
-def _load_in_processes(root: Path, files: list[DiskFile], max_bytes: int) -> Iterator[LoadedFile | FileSkipped]:
+def _load_in_processes(root: Path, files: list[DiskFile], how: Reading) -> Iterator[LoadedFile | FileSkipped]:
     """Load files in LOADER_PROCESSES processes, yielding results in the order of ``files``. Chunk k
     goes to process k mod N, so order needs no sorting. If a process cannot start or dies (killed
     for memory, say), the remaining files are loaded here."""
@@ -615,7 +728,7 @@ def _load_in_processes(root: Path, files: list[DiskFile], max_bytes: int) -> Ite
     try:
         for k in range(count):
             share = [(number, paths, size) for number, (paths, size) in enumerate(chunks) if number % count == k]
-            loaders.append(_LoaderProcess(root, share, max_bytes, read_ahead))
+            loaders.append(_LoaderProcess(root, share, how, read_ahead))
     except OSError as exc:
         logger.warning("cannot start loader processes (%s); loading files in the writer's process", exc)
         stop_loaders()
@@ -624,7 +737,7 @@ def _load_in_processes(root: Path, files: list[DiskFile], max_bytes: int) -> Ite
             result = loaders[number % count].next_result() if loaders else None
             if result is None:
                 stop_loaders()
-                result = load_chunk(root, paths, max_bytes)
+                result = load_chunk(root, paths, how)
             yield from result
             read_ahead.consumed(size)
     finally:
@@ -654,6 +767,8 @@ def file_filter(config: ServerConfig) -> FileFilter:
         max_size_bytes=config.max_file_size_bytes,
         index_directory=config.index_output_directory,
         include_hidden=config.include_hidden,
+        respect_gitignore=config.respect_gitignore,
+        exclude_patterns=config.exclude_patterns,
     )
 
 
@@ -716,6 +831,22 @@ class FileScanner:
             if path not in to_read and path not in kept_exact and not path.startswith(kept_under)
         ]
         return result
+
+
+def watched_folder(config: ServerConfig) -> Callable[[str], bool]:
+    """Whether the watcher watches a folder (a source key, "a/b"): every folder the walk may
+    descend into (links are never followed)."""
+    index_dir = os.path.realpath(config.index_output_directory)
+    root, rules = config.source_directory, file_filter(config)
+
+    def watched(rel: str) -> bool:
+        parts = rel.split("/")
+        name = parts[-1]
+        if name in IGNORED_DIRECTORIES or (name.startswith(".") and not config.include_hidden):
+            return False
+        return os.path.realpath(root / rel) != index_dir and ignored_by_rules(root, parts, rules, is_dir=True) is None
+
+    return watched
 
 
 # ---- writing ---------------------------------------------------------------------------------
@@ -991,10 +1122,10 @@ class TextIndexer:
 
     def _load_ahead(self, files: list[DiskFile]) -> Iterator[LoadedFile | FileSkipped]:
         """Load files in order: inline for a few, else in loader processes (see LOADER_PROCESSES)."""
-        root, max_bytes = self.config.source_directory, self.config.max_file_size_bytes
+        root, how = self.config.source_directory, reading(self.config)
         if len(files) < PROCESS_LOADING_MIN_FILES or LOADER_PROCESSES < 2:
-            return (load_or_skip(root, disk.path, max_bytes) for disk in files)
-        return _load_in_processes(root, files, max_bytes)
+            return (load_or_skip(root, disk.path, how) for disk in files)
+        return _load_in_processes(root, files, how)
 
     def _write_batch(
         self, first: LoadedFile | FileSkipped, rest: Iterator[LoadedFile | FileSkipped], outcome: _Outcome
@@ -1080,11 +1211,31 @@ class TextIndexer:
             self.scan_lock.release()
         return True
 
+    def refresh_changed(self, rels: Sequence[str]) -> None:
+        """Index again the files the watcher saw change (see refresh_files), those whose names the
+        walk would take; waits for a scan running in this process, then goes ahead."""
+        accepts = self.scanner.filter.accepts_name
+        wanted = [rel for rel in rels if accepts(rel.rsplit("/", 1)[-1]) and not has_surrogates(rel)]
+        if not wanted:
+            return
+        with self.scan_lock:
+            reply = self.refresh_files(wanted, self.stop.is_set)
+        logger.debug("changed files indexed again: %s", reply)
+
+    def record_watching(self, state: WatchState) -> None:
+        """Keep what the watcher reports in the index's meta, for status in other processes."""
+        record = {"pid": os.getpid(), "active": state.active, "folders": state.folders, "problem": state.problem}
+        try:
+            with self.writer.transaction():
+                self.writer.set_meta("watching", json.dumps(record))
+        except (sqlite3.Error, Cancelled) as exc:
+            logger.debug("watching state not recorded: %s", exc)
+
     def _read_now(self, rel: str) -> LoadedFile | FileSkipped | None:
         """A file read for refresh_files; None if it no longer exists."""
         try:
             disk = check_single_file(self.config.source_directory, rel, self.scanner.filter)
-            return load_file(self.config.source_directory, rel, self.config.max_file_size_bytes) if disk else None
+            return load_file(self.config.source_directory, rel, reading(self.config)) if disk else None
         except FileSkipped as skipped:
             return skipped
 
@@ -1101,7 +1252,10 @@ class TextIndexer:
     def _write_refreshed(self, rel: str, loaded: LoadedFile | FileSkipped | None) -> RefreshReply:
         current = self.writer.stored_file(rel)
         if isinstance(loaded, LoadedFile):
-            self.writer.upsert_file(loaded, current.file_id if current else None)
+            if current is not None and current.content_hash == loaded.content_hash and current.size == loaded.size:
+                self.writer.mark_verified(current.file_id, loaded.read_at_ns, loaded.mtime_ns, loaded.inode, loaded.ctime_ns)
+            else:
+                self.writer.upsert_file(loaded, current.file_id if current else None)
             self.writer.clear_skipped(rel)
             return {"success": True, "files_processed": 1, "files_removed": 0, "errors": []}
         if loaded is None:
@@ -1114,7 +1268,7 @@ class TextIndexer:
         removed = current is not None and loaded.reason not in KEEP_REASONS
         if removed:
             self.writer.remove_file(current.file_id)  # type: ignore[union-attr]
-        if loaded.reason != "vanished":
+        if loaded.reason != "vanished" and loaded.reason not in QUIET_REASONS:
             self.writer.set_skipped(rel, loaded.reason, loaded.detail)
         return {"success": False, "files_processed": 0, "files_removed": int(removed), "errors": [str(loaded)]}
 
@@ -1154,10 +1308,12 @@ def _describe_problems(problems: Sequence[tuple[str, str, str]]) -> str | None:
     return f"{path}: {reason}{': ' + detail if detail else ''}{more}; what the index held for it is kept"
 
 
-def read_status(config: ServerConfig, indexer: TextIndexer | None, startup_error: str | None = None) -> StatusReply:
+def read_status(
+    config: ServerConfig, indexer: TextIndexer | None, startup_error: str | None = None, watching: WatchState | None = None
+) -> StatusReply:
     """Status as the index and its writer record it (any process reads the same), with this
     process's own scan progress when it is the one scanning, and its own problems (an index it
-    cannot open)."""
+    cannot open); ``watching``: this process's watcher, else what a server recorded."""
     db_path = config.db_path
     counts: dict = {"indexed_files": 0, "total_documents": 0, "fallback_decoded_files": 0, "meta": {}}
     problem = startup_error
@@ -1208,4 +1364,21 @@ def read_status(config: ServerConfig, indexer: TextIndexer | None, startup_error
         "skipped_files": skipped,
         "fallback_decoded_files": counts["fallback_decoded_files"],
         "writer_pid": writer.pid if writer is not None else None,
+        "watching": _watching_reply(watching, meta.get("watching")),
     }
+
+
+def _watching_reply(own: WatchState | None, recorded: str | None) -> WatchingReply:
+    """This process's watching state; else the one a server recorded, if that server still runs."""
+    if own is not None:
+        return {"active": own.active, "folders": own.folders, "problem": own.problem}
+    try:
+        record = json.loads(recorded or "{}")
+        pid = int(record.get("pid") or 0)
+        if pid > 0:
+            os.kill(pid, 0)
+            return {"active": bool(record.get("active")), "folders": int(record.get("folders") or 0),
+                    "problem": str(record["problem"]) if record.get("problem") else None}
+    except (ValueError, TypeError, AttributeError, ProcessLookupError, PermissionError):
+        pass
+    return {"active": False, "folders": 0, "problem": "no server is running on this index: changes are indexed when one starts"}

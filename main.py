@@ -27,10 +27,11 @@ import database
 from config import CONFIG_ENV_VAR, ENV_VARS, FLAGS, load_config
 from database import IndexWriter
 from exceptions import Cancelled, ConfigError, DocSearchError, IndexUnavailableError
-from indexer import TextIndexer, document_reply, read_status
+from indexer import TextIndexer, document_reply, read_status, watched_folder
 from models import ScanProgress, ServerConfig
 from search import Freshness, read_filters
 from search import search as run_search
+from watcher import Batch, SourceWatcher, WatchState, WatchUnavailable
 
 logger = logging.getLogger("docsearch")
 _T = TypeVar("_T")
@@ -75,6 +76,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "scan_interval_seconds": ("S", "seconds between rescans (0: only at start)"),
         "max_file_size_mb": ("N", "skip larger files"),
         "include_hidden": ("BOOL", "true: also index files and folders whose name starts with a dot"),
+        "respect_gitignore": ("BOOL", "false: also index what .gitignore, .ignore and .git/info/exclude exclude"),
+        "exclude_patterns": ("GLOBS", "comma-separated .gitignore patterns relative to the source, e.g. 'drafts/**,*.tmp'"),
+        "index_notebook_outputs": ("BOOL", "true: also index the outputs of notebook cells"),
     }
     for key, flag in FLAGS.items():
         metavar, text = described[key]
@@ -276,6 +280,8 @@ class Daemon:
         self.startup_error: str | None = None
         self.first_scan_done = threading.Event()
         self.stopping = threading.Event()
+        self.watcher: SourceWatcher | None = None
+        self.watch_state = WatchState(False, 0, "the index is not open yet")
         self._thread = threading.Thread(target=self._loop, name="rescan", daemon=True)
 
     def _open_writer(self) -> None:
@@ -302,6 +308,8 @@ class Daemon:
             if self.indexer is None:
                 self._open_writer()
             if self.indexer is not None:
+                if self.watcher is None:
+                    self._start_watching(self.indexer)  # before the scan: edits made during it are caught too
                 try:
                     if not checked:
                         self.indexer.check_integrity()
@@ -318,10 +326,54 @@ class Daemon:
                 interval = self.config.scan_interval_seconds
             else:
                 interval = min(self.config.scan_interval_seconds or WRITER_RETRY_SECONDS, WRITER_RETRY_SECONDS)
-            if interval == 0:
-                self.stopping.wait()
+            self._wait_for_changes(interval or None)
+        if self.watcher is not None:
+            self.watcher.close()
+
+    def _start_watching(self, indexer: TextIndexer) -> None:
+        try:
+            self.watcher = SourceWatcher(self.config.source_directory, watched_folder(self.config))
+            self.watcher.start()
+        except (WatchUnavailable, OSError) as exc:
+            if str(exc) != self.watch_state.problem:
+                logger.warning("not watching %s for changes: %s", self.config.source_directory, exc)
+            self.watch_state = WatchState(False, 0, str(exc))
+            self.watcher = None  # tried again after the next rescan
+        else:
+            self.watch_state = self.watcher.state
+            logger.info("watching %d folders for changes", self.watcher.state.folders)
+        indexer.record_watching(self.watch_state)
+
+    def _wait_for_changes(self, seconds: float | None) -> None:
+        """Until the next periodic rescan (``seconds``; None: none), apply what the watcher reports
+        as it comes; without a watcher, just wait."""
+        deadline = None if seconds is None else time.monotonic() + seconds
+        while not self.stopping.is_set():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return
+            watcher, indexer = self.watcher, self.indexer
+            if watcher is None or indexer is None or not watcher.state.active:
+                self.stopping.wait(left)
+                return
+            batch = watcher.next_batch(left)
+            if batch is not None and not self.stopping.is_set():
+                self._apply_changes(indexer, batch)
+            if not watcher.state.active:  # a watch limit reached: the periodic rescan takes over
+                self.watch_state, self.watcher = watcher.state, None
+                indexer.record_watching(self.watch_state)
+
+    def _apply_changes(self, indexer: TextIndexer, batch: Batch) -> None:
+        try:
+            if batch.rescan:
+                logger.info("rescanning: %s", batch.rescan)
+                indexer.scan()
             else:
-                self.stopping.wait(interval)
+                indexer.refresh_changed(sorted(batch.paths))
+        except Cancelled:
+            return
+        except Exception:  # noqa: BLE001 - the loop must outlive any one failed refresh
+            logger.exception("indexing changed files failed; the next rescan catches up")
 
     def refresh_found(self, paths: list[str]) -> bool:
         """Index again files a search or get_document found changed, if that can be done now (see
@@ -345,6 +397,8 @@ class Daemon:
         """Stop the rescan loop (a scan ends after the file it is writing) and close the index,
         truncating its WAL."""
         self.stopping.set()
+        if self.watcher is not None:
+            self.watcher.wake()
         if self._thread.is_alive():
             self._thread.join(STOP_WAIT_SECONDS)
         if self.indexer is not None and not self._thread.is_alive():
@@ -433,7 +487,7 @@ def build_server(daemon: Daemon) -> Any:
         """How many files are indexed, when the last scan finished, whether a scan is running (in
         this process or another one writing the same index) and how far it got, the index size, and
         how many files were skipped for which reason."""
-        return read_status(config, daemon.indexer, daemon.startup_error)
+        return read_status(config, daemon.indexer, daemon.startup_error, daemon.watch_state)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False))
     async def refresh_index(ctx: Context, filepath: str | None = None) -> RefreshReply:

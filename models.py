@@ -19,7 +19,8 @@ from typing_extensions import TypedDict
 DB_SUFFIX = ".sqlite3"
 #: The layout of an index file (database.SCHEMA_VERSION). Part of the file's name, with the
 #: settings: two installs of different versions never take each other's index for a damaged one.
-INDEX_FORMAT = 4
+#: 5: setext headings, CR line ends and front matter without a title read anew; extracted formats.
+INDEX_FORMAT = 5
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,12 @@ class ServerConfig:
     max_file_size_mb: float = 10.0
     #: Index files and folders whose name starts with a dot (tool state, editors' folders).
     include_hidden: bool = False
+    #: Skip what .gitignore and .ignore files in the source, and its .git/info/exclude, exclude.
+    respect_gitignore: bool = True
+    #: More rules in .gitignore syntax, as at the source's top (file_utils.FileFilter).
+    exclude_patterns: tuple[str, ...] = ()
+    #: Index the outputs of notebook cells too, not only their sources.
+    index_notebook_outputs: bool = False
 
     @property
     def max_file_size_bytes(self) -> int:
@@ -50,6 +57,12 @@ class ServerConfig:
         }
         if self.include_hidden:  # only then: the default's index keeps the name it had
             settings["include_hidden"] = True
+        if not self.respect_gitignore:  # these three too
+            settings["respect_gitignore"] = False
+        if self.exclude_patterns:
+            settings["exclude_patterns"] = list(self.exclude_patterns)
+        if self.index_notebook_outputs:
+            settings["index_notebook_outputs"] = True
         return settings
 
     @property
@@ -230,6 +243,15 @@ class ScanProgressReply(TypedDict):
     files_total: int
 
 
+class WatchingReply(TypedDict):
+    #: Edits are picked up as they happen (inotify); false: only by the periodic rescan.
+    active: bool
+    #: Folders watched.
+    folders: int
+    #: Why not watching, and what to do about it.
+    problem: str | None
+
+
 class StatusReply(TypedDict):
     source_directory: str
     index_path: str
@@ -244,6 +266,7 @@ class StatusReply(TypedDict):
     skipped_files: dict[str, int]
     fallback_decoded_files: int
     writer_pid: int | None
+    watching: WatchingReply
 
 
 class RefreshReply(TypedDict):
