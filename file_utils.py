@@ -664,19 +664,10 @@ def _bracket(p: str, i: int, line: str) -> tuple[str, int]:
             raise PatternError(line, "a '[' is not closed")
         c = p[i]
         if c == "\\":
-            i += 1
-            if i >= n:
-                raise PatternError(line, "a '[' is not closed")
-            c = p[i]
+            i, c = _class_member(p, i, line)
             members.add(ord(c))
         elif c == "-" and prev and i + 1 < n and p[i + 1] != "]":
-            i += 1
-            c = p[i]
-            if c == "\\":
-                i += 1
-                if i >= n:
-                    raise PatternError(line, "a '[' is not closed")
-                c = p[i]
+            i, c = _class_member(p, i + 1, line)
             members.update(range(ord(prev), ord(c) + 1))
             c = ""
         elif c == "[" and i + 1 < n and p[i + 1] == ":":
@@ -712,6 +703,15 @@ def _bracket(p: str, i: int, line: str) -> tuple[str, int]:
         if code is not None:
             start = last = code
     return "[" + "".join(ranges) + "]", i + 1
+
+
+def _class_member(p: str, i: int, line: str) -> tuple[int, str]:
+    """The member of a ``[...]`` at ``p[i]``, read past a backslash escape: (its index, it)."""
+    if p[i] == "\\":
+        i += 1
+        if i >= len(p):
+            raise PatternError(line, "a '[' is not closed")
+    return i, p[i]
 
 
 # Tokens: ("l", char) a literal, ("*", count) a run of stars, ("?",), ("c", regex) a class,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,3 +52,16 @@ def write(root: Path, rel: str, content: str | bytes) -> Path:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+def no_hang() -> Iterator[None]:
+    """A test that would hang (on a FIFO, a quadratic parser, a regex that backtracks for ever)
+    fails after 60 s instead of hanging CI. Modules use it with pytest.mark.usefixtures."""
+    def fail(*_: object) -> None:
+        raise TimeoutError("test hung")
+    previous = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(60)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,16 +13,7 @@ from file_utils import FileFilter, check_single_file, decode_text, read_regular_
 from tests.conftest import write
 
 
-@pytest.fixture(autouse=True)
-def no_hang() -> Iterator[None]:
-    """A test that would block (e.g. on opening a FIFO) fails after 20 s instead of hanging CI."""
-    def fail(*_: object) -> None:
-        raise TimeoutError("test hung")
-    previous = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(20)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
+pytestmark = pytest.mark.usefixtures("no_hang")
 
 
 def make_filter(tmp_path: Path, **overrides: object) -> FileFilter:

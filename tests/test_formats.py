@@ -6,12 +6,10 @@ from __future__ import annotations
 import io
 import json
 import os
-import signal
 import struct
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,16 +23,7 @@ HAS_PDFTOTEXT = pdf_extractor() is not None
 needs_pdftotext = pytest.mark.skipif(not HAS_PDFTOTEXT, reason="pdftotext (poppler-utils) is not installed")
 
 
-@pytest.fixture(autouse=True)
-def no_hang() -> Iterator[None]:
-    """A test that would hang (a quadratic parser, a bomb) fails after 60 s instead."""
-    def fail(*_: object) -> None:
-        raise TimeoutError("test hung")
-    previous = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(60)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
+pytestmark = pytest.mark.usefixtures("no_hang")
 
 
 # ---- helpers ---------------------------------------------------------------------------------------

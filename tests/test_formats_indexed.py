@@ -16,7 +16,7 @@ from indexer import TextIndexer, document_reply, read_status
 from models import ServerConfig
 from search import search
 from tests.conftest import write
-from tests.test_formats import a_paras, docx_bytes, epub_bytes, odt_bytes, pptx_bytes, slide_xml, w_para, xhtml, zip_bytes
+from tests.test_formats import docx_bytes, epub_bytes, odt_bytes, pptx_bytes, slide_xml, w_para, xhtml, zip_bytes
 
 FORMATS = (".txt", ".md", ".rst", ".html", ".htm", ".ipynb", ".docx", ".odt", ".pptx", ".epub", ".pdf")
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -32,16 +31,7 @@ GIT = shutil.which("git")
 needs_git = pytest.mark.skipif(GIT is None, reason="git is not installed")
 
 
-@pytest.fixture(autouse=True)
-def no_hang() -> Iterator[None]:
-    """A test that would block (on a FIFO) or backtrack for ever fails after 60 s instead."""
-    def fail(*_: object) -> None:
-        raise TimeoutError("test hung")
-    previous = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(60)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, previous)
+pytestmark = pytest.mark.usefixtures("no_hang")
 
 
 def every_file_filter(tmp: Path, **overrides: object) -> FileFilter:
