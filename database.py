@@ -34,7 +34,7 @@ from typing import NamedTuple
 from urllib.parse import quote
 
 from exceptions import Cancelled, IndexUnavailableError
-from models import DB_SUFFIX, INDEX_FORMAT, LoadedFile, Section, Signature, StoredFile
+from models import DB_SUFFIX, INDEX_FORMAT, LoadedFile, Signature, StoredFile
 
 logger = logging.getLogger(__name__)
 
@@ -127,7 +127,8 @@ CREATE TABLE sections (
     start_line INTEGER NOT NULL,
     end_line INTEGER NOT NULL,
     heading TEXT NOT NULL,
-    body BLOB NOT NULL
+    body BLOB NOT NULL,
+    said BLOB NOT NULL
 );
 CREATE VIRTUAL TABLE sections_fts USING fts5(title, heading, body, content='', tokenize="{TOKENIZER}");
 CREATE TABLE skipped (path TEXT PRIMARY KEY, reason TEXT NOT NULL, detail TEXT NOT NULL);
@@ -664,13 +665,17 @@ class IndexWriter:
                 " indexed_at_ns = ?, encoding = ?, fallback_decoded = ?, title = ?, section_count = ? WHERE id = ?",
                 (*values, file_id),
             )
-        self._insert_sections(file_id, loaded.title, loaded.sections, loaded.compressed_bodies)
+        self._insert_sections(file_id, loaded)
 
-    def _insert_sections(self, file_id: int, title: str, sections: Sequence[Section], bodies: Sequence[bytes]) -> None:
+    def _insert_sections(self, file_id: int, loaded: LoadedFile) -> None:
+        title, sections = loaded.title, loaded.sections
         ids = [section_id(file_id, n) for n in range(len(sections))]
         self.conn.executemany(
-            "INSERT INTO sections (id, start_line, end_line, heading, body) VALUES (?, ?, ?, ?, ?)",
-            [(i, s.start_line, s.end_line, s.heading, body) for i, s, body in zip(ids, sections, bodies, strict=True)],
+            "INSERT INTO sections (id, start_line, end_line, heading, body, said) VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (i, s.start_line, s.end_line, s.heading, body, said)
+                for i, s, body, said in zip(ids, sections, loaded.compressed_bodies, loaded.said_keys, strict=True)
+            ],
         )
         self.conn.executemany(
             "INSERT INTO sections_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
@@ -1202,21 +1207,23 @@ def stored_file(conn: sqlite3.Connection, path: str) -> StoredFile | None:
     return StoredFile(*row) if row else None
 
 
-def load_sections(conn: sqlite3.Connection, rowids: Sequence[int]) -> dict[int, dict[str, object]]:
-    """Text and location of the given sections, with their file's path, title and what a rescan
-    compares (``signature``, see models.Signature), in the order given (callers break ties by it)."""
+def load_sections(conn: sqlite3.Connection, rowids: Sequence[int], text: bool = True) -> dict[int, dict[str, object]]:
+    """Location and said key of the given sections, with their file's path, title and what a rescan
+    compares (``signature``, see models.Signature), and their ``body`` if ``text``; in the order
+    given (callers break ties by it)."""
     rows = conn.execute(
-        "SELECT s.id, s.start_line, s.end_line, s.heading, s.body, f.path, f.title, f.mtime_ns, f.size, f.inode, f.ctime_ns"
-        f" FROM sections AS s JOIN files AS f ON f.id = s.id >> {SECTION_BITS}"
+        f"SELECT s.id, s.start_line, s.end_line, s.heading, {'s.body' if text else 'NULL'}, s.said, f.path, f.title,"
+        f" f.mtime_ns, f.size, f.inode, f.ctime_ns FROM sections AS s JOIN files AS f ON f.id = s.id >> {SECTION_BITS}"
         " WHERE s.id IN (SELECT value FROM json_each(?))",
         (json.dumps(list(rowids)),),
     )
     found = {
         rowid: {
-            "start_line": start, "end_line": end, "heading": heading, "body": decompress(body),
-            "path": path, "title": title, "mtime_ns": mtime_ns, "signature": (path, mtime_ns, size, inode, ctime_ns),
+            "start_line": start, "end_line": end, "heading": heading, "said": said, "path": path, "title": title,
+            "mtime_ns": mtime_ns, "signature": (path, mtime_ns, size, inode, ctime_ns),
+            **({"body": decompress(body)} if text else {}),
         }
-        for rowid, start, end, heading, body, path, title, mtime_ns, size, inode, ctime_ns in rows
+        for rowid, start, end, heading, body, said, path, title, mtime_ns, size, inode, ctime_ns in rows
     }
     return {rowid: found[rowid] for rowid in rowids if rowid in found}
 

@@ -58,7 +58,7 @@ from models import (
     StatusReply,
     WatchingReply,
 )
-from search import visible_text
+from search import said_key, visible_text
 from watcher import WatchState
 
 logger = logging.getLogger(__name__)
@@ -571,6 +571,7 @@ def load_file(root: Path, rel: str, how: Reading) -> LoadedFile:
         path=rel, mtime_ns=raw.mtime_ns, size=raw.size, inode=raw.inode, ctime_ns=raw.ctime_ns, content_hash=raw.content_hash,
         read_at_ns=raw.read_at_ns, encoding=content.encoding, fallback_decoded=content.fallback_decoded, title=content.title,
         sections=rows, compressed_bodies=[database.compress(section.body) for section in rows],
+        said_keys=[said_key(section.body) for section in rows],
     )
 
 

@@ -19,7 +19,8 @@ from typing_extensions import TypedDict
 DB_SUFFIX = ".sqlite3"
 #: The layout of an index file (database.SCHEMA_VERSION). Part of the file's name, with the
 #: settings: two installs of different versions never take each other's index for a damaged one.
-#: 5: setext headings, CR line ends and front matter without a title read anew; extracted formats.
+#: 5: setext headings, CR line ends and front matter without a title read anew; extracted formats;
+#: each section's said key stored.
 INDEX_FORMAT = 5
 
 
@@ -138,6 +139,9 @@ class LoadedFile:
     sections: list[Section]
     #: Each section's body compressed for storage; made by the loader, off the writer's path.
     compressed_bodies: list[bytes]
+    #: Each section's said key (search.said_key): copies of a text share it, so a search groups
+    #: them without reading their text.
+    said_keys: list[bytes]
 
 
 @dataclass

@@ -16,6 +16,7 @@ bench/relevance.py measures what each choice gives.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 import re
@@ -633,8 +634,11 @@ def search(
 #: Results are paged up to this offset.
 MAX_OFFSET = 1000
 #: To collapse duplicates, this many times the files asked for are ranked (more if they turn out
-#: to hold fewer texts, up to MAX_RANKED_FILES).
-COLLAPSE_WINDOW = 3
+#: to hold fewer texts, up to MAX_RANKED_FILES). Each further ranking pass costs a whole ranking,
+#: and a longer first one little more: on a corpus holding every text ~40 times, 30 took the
+#: queries of bench/run.py from 3 or 4 passes to 1 or 2 (two words 37 -> 15 ms, a question 86 ->
+#: 49 ms), and cost 0-17% on corpora without copies (bench/collapse_window.py).
+COLLAPSE_WINDOW = 30
 MAX_RANKED_FILES = 4000
 #: A result names at most this many of the files holding the same text (also_in); also_in_count counts them all.
 MAX_ALSO_IN = 5
@@ -696,7 +700,7 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
                     window = min(MAX_RANKED_FILES, max(2 * window, (wanted + 1) * len(loaded.sections) // max(1, len(groups))))
             sections, gone, changed = loaded.sections, loaded.gone, loaded.changed
             page = groups[asking.offset:wanted]
-            leaders = {group[0][0]: showable(sections[group[0][0]]) for group in page}
+            leaders = loaded.with_text(conn, [group[0][0] for group in page])
             sections.update(leaders)
             # Snippets highlight the user's own words; a file found only by feedback words is shown
             # with those.
@@ -738,14 +742,21 @@ class Loaded:
     changed: set[int] = field(default_factory=set)
 
     def load(self, conn: sqlite3.Connection, rowids: list[int], asking: Asking) -> None:
-        batch = database.load_sections(conn, [rowid for rowid in rowids if rowid not in self.sections])
+        """Where the sections are and what they say (their said key), without their text."""
+        batch = database.load_sections(conn, [rowid for rowid in rowids if rowid not in self.sections], text=False)
         gone, changed = _outdated(asking.freshness, batch)
         self.sections.update(batch)
         self.gone |= gone
         self.changed |= changed
         for rowid, section in batch.items():
             if rowid not in gone:
-                self.keys[rowid] = _said(str(section["body"])) if asking.collapse else rowid
+                self.keys[rowid] = section["said"] if asking.collapse else rowid
+
+    def with_text(self, conn: sqlite3.Connection, rowids: list[int]) -> dict[int, dict]:
+        """The sections ``rowids`` with their text, as a reply may show them."""
+        found = database.load_sections(conn, rowids)
+        self.sections.update(found)
+        return {rowid: showable(section) for rowid, section in found.items()}
 
 
 def _first_groups(
@@ -789,6 +800,12 @@ _LEAD = re.compile(r"(?:\s*---[^\S\n]*\n.*?\n(?:---|\.\.\.)[^\S\n]*(?:\n|\Z))?(?
 
 #: How far into a section its lead (front matter, headings) is looked for.
 MAX_LEAD_CHARS = 4096
+
+
+def said_key(body: str) -> bytes:
+    """A short digest of what a section says (_said): sections whose keys are equal are copies of
+    one text. Made when a file is indexed, so a search groups copies without reading them."""
+    return hashlib.blake2b(_said(body).encode("utf-8", "surrogatepass"), digest_size=8).digest()
 
 
 def _said(body: str) -> str:

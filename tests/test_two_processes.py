@@ -10,6 +10,7 @@ import random
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from database import WriterLock, lock_path
@@ -69,6 +70,10 @@ def test_a_refresh_waits_for_the_other_writer_then_succeeds(tmp_path: Path) -> N
             assert refresher.is_alive() and not answer
         refresher.join(60)
         assert answer["structuredContent"] == {"success": True, "files_processed": 1, "files_removed": 0, "errors": []}, answer
+        # The server's watcher saw new.md too and indexes it (again) once the lock is free: then it lets go.
+        deadline = time.monotonic() + 30
+        while server.status()["writer_pid"] is not None and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert server.status()["writer_pid"] is None
         assert server.close() == 0
 
