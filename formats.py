@@ -394,7 +394,7 @@ def _decode_html(name: str, data: bytes) -> str:
     if declared:
         try:
             codec = codecs.lookup(declared.group(1).decode("ascii")).name
-            if codec not in _FALLBACK_CHARSETS and not codec.startswith("utf"):
+            if codec not in _FALLBACK_CHARSETS and not codec.startswith("utf") and not codec.endswith("unicode_escape"):
                 text = data.decode(codec, errors="replace")
         except (LookupError, UnicodeError):  # unknown, not a text encoding, or no "replace"
             pass
@@ -1053,6 +1053,20 @@ def extract(name: str, data: bytes, *, notebook_outputs: bool = False) -> Extrac
     must not be read; never another exception, whatever the bytes."""
     extension = os.path.splitext(name)[1].lower()
     if extension == ".ipynb":
-        return _notebook(name, data, notebook_outputs)
+        return _without_surrogates(_notebook(name, data, notebook_outputs))
     reader = _READERS.get(extension)
-    return reader(name, data) if reader else None
+    return _without_surrogates(reader(name, data)) if reader else None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _without_surrogates(extracted: Extracted) -> Extracted:
+    """Lone surrogates (a notebook's "\\ud800", a page in a codec that makes them) shown as U+FFFD:
+    they cannot be stored as UTF-8, and a file's text must not stop a scan."""
+    if not any(_SURROGATE.search(part) for part in (extracted.title, extracted.text, *(h.name for h in extracted.headings))):
+        return extracted
+    return Extracted(
+        _SURROGATE.sub("\ufffd", extracted.title), _SURROGATE.sub("\ufffd", extracted.text),
+        tuple(Heading(h.line, h.level, _SURROGATE.sub("\ufffd", h.name)) for h in extracted.headings),
+    )

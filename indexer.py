@@ -252,7 +252,7 @@ def _title(padded: str, title: str, has_headings: bool) -> str:
         body = _front_matter(padded)[0]  # front matter without a title: the title is not its "---"
         line = _first_text_line(padded, body)
         title = line.strip().lstrip("#").strip()
-        if (len(title) > 120 and not has_headings) or line.strip() == padded[body:].strip():
+        if not title.strip("-=*_~+ \t") or (len(title) > 120 and not has_headings) or line.strip() == padded[body:].strip():
             title = ""  # a long first line is prose; a line alone is the text itself, not its title
     return title[:MAX_TITLE_CHARS]
 
@@ -580,6 +580,9 @@ def load_or_skip(root: Path, rel: str, how: Reading) -> LoadedFile | FileSkipped
         return load_file(root, rel, how)
     except FileSkipped as skipped:
         return skipped
+    except Exception as exc:  # noqa: BLE001 - a file the code did not foresee must not stop the scan
+        logger.exception("reading %r failed", rel)
+        return FileSkipped(rel, "unreadable", f"reading it failed: {type(exc).__name__}: {str(exc)[:200]}")
 
 
 def load_chunk(root: Path, paths: list[str], how: Reading) -> list[LoadedFile | FileSkipped]:

@@ -368,6 +368,8 @@ class Daemon:
             if batch.rescan:
                 logger.info("rescanning: %s", batch.rescan)
                 indexer.scan()
+                if self.watcher is not None:
+                    self.watcher.rewatch()  # folders a changed rule lets in now
             else:
                 indexer.refresh_changed(sorted(batch.paths))
         except Cancelled:

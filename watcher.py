@@ -65,6 +65,10 @@ MAX_GATHER_SECONDS = 0.5
 MAX_BATCH_FILES = 1000
 #: Files whose change means the rules of what is indexed changed: every file may be affected.
 RULE_FILES = frozenset({".gitignore", ".ignore"})
+#: The folder (under the source) of git's own exclude file, a rule file too; watched on its own,
+#: as .git is never indexed. Its watch stands in _folders under a name no folder has.
+GIT_INFO = ".git/info"
+_GIT_INFO_KEY = "\0git-info"
 #: poll() takes milliseconds as a C int: a longer wait (a scan interval of a year) returns early,
 #: with nothing, and the caller waits again.
 MAX_WAIT_SECONDS = 86_400.0
@@ -169,7 +173,23 @@ class SourceWatcher:
         except WatchUnavailable:
             self.close()
             raise
+        self._watch_git_info()
         self.state = WatchState(True, len(self._folders), None)
+
+    def rewatch(self) -> None:
+        """Watch the folders a rescan may now index that no event announced (an ignore rule
+        removed, say); a watch already there is kept as it is."""
+        if self._fd >= 0:
+            self._watch_tree("", Batch())
+            self.state.folders = len(self._folders)
+
+    def _watch_git_info(self) -> None:
+        path = os.path.join(self.root, GIT_INFO)
+        if os.path.realpath(path) != os.path.join(os.path.realpath(self.root), GIT_INFO):
+            return  # absent, or a link: the rescan reads no rules through it either
+        wd = self._calls.add_watch(self._fd, os.fsencode(path), WATCH_MASK & ~IN_MODIFY)
+        if wd >= 0:
+            self._folders[wd] = _GIT_INFO_KEY
 
     def wake(self) -> None:
         """Make a waiting next_batch() return (the server is stopping)."""
@@ -191,7 +211,10 @@ class SourceWatcher:
 
     def next_batch(self, timeout: float | None) -> Batch | None:
         """The changes gathered from the next events: waits up to ``timeout`` seconds (None: for
-        ever) for the first one, then QUIET_SECONDS of quiet; None if nothing happened or on wake()."""
+        ever) for the first one, then QUIET_SECONDS of quiet; None if nothing happened, on wake(),
+        or once watching stopped."""
+        if self._fd < 0:
+            return None
         poller = select.poll()
         poller.register(self._fd, select.POLLIN)
         poller.register(self._wake_read, select.POLLIN)
@@ -208,6 +231,8 @@ class SourceWatcher:
                 break
             if self._fd < 0 or _readable(self._wake_read):
                 break  # watching stopped (a limit reached), or the server is stopping
+        if self._fd >= 0 and "" not in self._folders.values():
+            self._stop_watching("the source folder was deleted or moved; watching again after the next rescan finds it", batch)
         self.state.folders = len(self._folders)
         if len(batch.paths) > MAX_BATCH_FILES:
             batch.need_rescan(f"{len(batch.paths)} files changed at once")
@@ -244,6 +269,10 @@ class SourceWatcher:
         folder = self._folders.get(wd)
         if folder is None:
             return  # a watch removed a moment ago
+        if folder == _GIT_INFO_KEY:
+            if name == "exclude" or mask & (IN_DELETE_SELF | IN_MOVE_SELF):
+                batch.need_rescan(f"{GIT_INFO}/exclude changed")
+            return
         if mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT):
             if mask & IN_UNMOUNT or not folder:
                 batch.need_rescan("the source folder was moved, deleted or unmounted")

@@ -135,3 +135,20 @@ def test_setext_headings_front_matter_without_title_and_cr_line_ends(config: Ser
     document = document_reply(config, "mac.md")
     assert document["total_lines"] == 4 and document["text"].splitlines()[3] == "the capybara line"
     assert_hit_lines_hold(config, hit, "capybara")
+
+
+def test_lone_surrogates_in_extracted_text_do_not_stop_a_scan(every_format: ServerConfig, source: Path) -> None:
+    write(source, "odd.ipynb", '{"cells":[{"cell_type":"markdown","source":"# Odd \\ud800 notes about wombats"}]}')
+    write(source, "odd.html", b'<meta charset="unicode_escape"><h1>x \\ud800 quokka</h1>\xff')
+    write(source, "fine.md", "# Fine\n\nthe ocelot stays findable\n")
+    indexer = scanned(every_format)
+    assert read_status(every_format, indexer)["indexed_files"] == 3
+    assert best(every_format, "wombats")["title"] == "Odd \ufffd notes about wombats"
+    assert best(every_format, "ocelot")["path"] == "fine.md"
+
+
+@pytest.mark.parametrize("text", ["---\nauthor: x\n\nbody text here\n", "---\n\nsome text here\n\nmore text\n"])
+def test_a_rule_or_an_unclosed_front_matter_is_no_title(config: ServerConfig, source: Path, text: str) -> None:
+    write(source, "a.md", text)
+    scanned(config)
+    assert best(config, "text")["title"] == ""

@@ -141,3 +141,41 @@ def test_status_from_another_process_says_whether_a_server_watches(source: Path,
     subprocess.run([*run, "index", *args], check=True, capture_output=True)
     status = subprocess.run([*run, "status", *args, "--json"], check=True, capture_output=True, text=True).stdout
     assert '"active": false' in status and "no server is running" in status
+
+
+def test_a_folder_let_in_by_a_changed_rule_is_watched_after_the_rescan(config: ServerConfig, source: Path) -> None:
+    write(source, ".gitignore", "ign/\n")
+    write(source, "ign/x.md", "x\n")
+    found = SourceWatcher(source, watched_folder(config))
+    found.start()
+    try:
+        write(source, "ign/x.md", "ignored edit\n")
+        assert gathered(found, 1.0).paths == set()
+        (source / ".gitignore").write_text("")
+        assert ".gitignore" in (gathered(found).rescan or "")
+        found.rewatch()  # what the server does after that rescan
+        write(source, "ign/x.md", "now seen\n")
+        assert gathered(found).paths == {"ign/x.md"}
+    finally:
+        found.close()
+
+
+def test_an_edited_git_info_exclude_asks_for_a_rescan(config: ServerConfig, source: Path) -> None:
+    write(source, ".git/info/exclude", "# nothing yet\n")
+    found = SourceWatcher(source, watched_folder(config))
+    found.start()
+    try:
+        (source / ".git/info/exclude").write_text("notes/\n")
+        assert "exclude" in (gathered(found).rescan or "")
+    finally:
+        found.close()
+
+
+def test_a_deleted_source_ends_watching_with_a_reason(config: ServerConfig, source: Path) -> None:
+    write(source, "a.md", "a\n")
+    found = SourceWatcher(source, watched_folder(config))
+    found.start()
+    (source / "a.md").unlink()
+    source.rmdir()
+    batch = gathered(found)
+    assert batch.rescan and not found.state.active and "deleted or moved" in (found.state.problem or "")
