@@ -131,7 +131,7 @@ CREATE TABLE sections (
     said BLOB NOT NULL
 );
 CREATE VIRTUAL TABLE sections_fts USING fts5(title, heading, body, content='', tokenize="{TOKENIZER}");
-CREATE TABLE skipped (path TEXT PRIMARY KEY, reason TEXT NOT NULL, detail TEXT NOT NULL);
+CREATE TABLE skipped (path TEXT PRIMARY KEY, reason TEXT NOT NULL, detail TEXT NOT NULL, signature TEXT);
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
 """
 
@@ -709,9 +709,16 @@ class IndexWriter:
             (indexed_at_ns, mtime_ns, inode, ctime_ns, file_id),
         )
 
-    def replace_skipped(self, skipped: Iterable[tuple[str, str, str]]) -> None:
+    def replace_skipped(self, skipped: Iterable[tuple[str, str, str, str | None]]) -> None:
+        """The skipped files a scan found: (path, reason, detail, the signature a skip stands for
+        until the file changes, or None)."""
         self.conn.execute("DELETE FROM skipped")
-        self.conn.executemany("INSERT OR REPLACE INTO skipped (path, reason, detail) VALUES (?, ?, ?)", skipped)
+        self.conn.executemany("INSERT OR REPLACE INTO skipped (path, reason, detail, signature) VALUES (?, ?, ?, ?)", skipped)
+
+    def remembered_skips(self) -> dict[str, tuple[str, str, str]]:
+        """path -> (signature, reason, detail) of the skips that stand until the file changes."""
+        rows = self.conn.execute("SELECT path, signature, reason, detail FROM skipped WHERE signature IS NOT NULL")
+        return {path: (signature, reason, detail) for path, signature, reason, detail in rows}
 
     def set_skipped(self, path: str, reason: str, detail: str) -> None:
         self.conn.execute(

@@ -94,6 +94,10 @@ QUIET_REASONS = frozenset({"excluded_extension", "excluded_directory", "hidden",
 ERROR_REASONS = frozenset({"unreadable", "unavailable"})
 #: A file skipped for these reasons may be there as it was: what the index holds for it is kept.
 KEEP_REASONS = frozenset({"unreadable", "unavailable"})
+#: A file skipped for what its content is stays skipped, unread, until it changes (a PDF that took
+#: pdftotext its whole time limit must not cost that on every scan). Others are read again each
+#: scan: "no_extractor" so that installing pdftotext is picked up, errors so they are retried.
+REMEMBERED_REASONS = frozenset({"binary", "malformed", "too_large"})
 #: A scan records its progress in the lock file (for status in other processes) this often.
 PROGRESS_EVERY_FILES = 64
 #: Bounds on what a reply or status carries about errors.
@@ -1022,9 +1026,13 @@ class TextIndexer:
             signatures = self.writer.file_signatures()
             meta = self.writer.meta()
             known_problems = {(path, reason) for path, reason, _ in self.writer.skipped_entries(ERROR_REASONS)}
+            remembered = self.writer.remembered_skips()
         recorded: dict[str, str] = json.loads(meta.get("mounts") or "{}")
         self._expected = {"": identity(os.stat(root))}
         changes = self.scanner.changes(signatures, recorded)
+        signature_of = {disk.path: _skip_signature(disk) for disk in changes.to_read}
+        changes.to_read, still_skipped = _unless_skipped_as_they_are(changes.to_read, remembered)
+        changes.skipped += still_skipped
         self._expected.update(changes.mounts)
         self._check_source()  # a source swapped or unmounted while it was walked
         unavailable = {path for path, reason, _ in changes.skipped if reason == "unavailable"}
@@ -1044,7 +1052,8 @@ class TextIndexer:
         new_problems = sum(1 for path, reason, _ in problems if (path, reason) not in known_problems)
         with self.writer.transaction():
             self.writer.replace_skipped(
-                (path, reason, detail) for path, reason, detail in skipped if reason not in QUIET_REASONS
+                (path, reason, detail, signature_of.get(path) if reason in REMEMBERED_REASONS else None)
+                for path, reason, detail in skipped if reason not in QUIET_REASONS
             )
             self.last_error = _describe_problems(problems)
             self.writer.set_meta_values({
@@ -1275,6 +1284,30 @@ class TextIndexer:
         if loaded.reason != "vanished" and loaded.reason not in QUIET_REASONS:
             self.writer.set_skipped(rel, loaded.reason, loaded.detail)
         return {"success": False, "files_processed": 0, "files_removed": int(removed), "errors": [str(loaded)]}
+
+
+def _skip_signature(disk: DiskFile) -> str | None:
+    """What a skip of this file stands for: its signature, unless it changed so recently that it
+    may change again within the file system's timestamp granularity (see RACY_WINDOW_NS)."""
+    if time.time_ns() - max(disk.mtime_ns, disk.ctime_ns) < RACY_WINDOW_NS:
+        return None
+    return f"{disk.mtime_ns}:{disk.size}:{disk.inode}:{disk.ctime_ns}"
+
+
+def _unless_skipped_as_they_are(
+    files: list[DiskFile], remembered: Mapping[str, tuple[str, str, str]]
+) -> tuple[list[DiskFile], list[tuple[str, str, str]]]:
+    """(the files to read, the skips that stand): a file skipped for its content and unchanged since
+    is not read again."""
+    to_read: list[DiskFile] = []
+    standing: list[tuple[str, str, str]] = []
+    for disk in files:
+        signature, reason, detail = remembered.get(disk.path, (None, "", ""))
+        if signature is not None and signature == _skip_signature(disk):
+            standing.append((disk.path, reason, detail))
+        else:
+            to_read.append(disk)
+    return to_read, standing
 
 
 @dataclass

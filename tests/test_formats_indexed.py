@@ -6,13 +6,15 @@ title and CR-only line ends too."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from database import IndexWriter
-from indexer import TextIndexer, document_reply, read_status
+from indexer import RACY_WINDOW_NS, TextIndexer, document_reply, read_status
 from models import ServerConfig
 from search import search
 from tests.conftest import write
@@ -152,3 +154,25 @@ def test_a_rule_or_an_unclosed_front_matter_is_no_title(config: ServerConfig, so
     write(source, "a.md", text)
     scanned(config)
     assert best(config, "text")["title"] == ""
+
+
+def test_a_file_skipped_for_its_content_is_not_read_again_until_it_changes(every_format: ServerConfig, source: Path) -> None:
+    path = write(source, "broken.docx", b"not a zip archive")
+    os.utime(path, ns=(1_600_000_000 * 10**9, 1_600_000_000 * 10**9))
+    writer = IndexWriter(every_format.db_path)
+    indexer = TextIndexer(every_format, writer)
+    try:
+        indexer.scan()
+        assert read_status(every_format, indexer)["skipped_files"].get("malformed") == 1
+        time.sleep(RACY_WINDOW_NS / 1e9 + 0.1)  # a skip stands once the file's ctime is that old
+        indexer.scan()
+        indexer.scan()
+        assert indexer.progress.files_total == 0  # unchanged: not read again
+        assert read_status(every_format, indexer)["skipped_files"].get("malformed") == 1  # the skip stands, counted
+        path.write_bytes(b"still not a zip, but changed")
+        os.utime(path, ns=(1_600_000_100 * 10**9, 1_600_000_100 * 10**9))
+        indexer.scan()
+        assert indexer.progress.files_total == 1  # changed: read again
+        assert read_status(every_format, indexer)["skipped_files"].get("malformed") == 1
+    finally:
+        writer.close()
