@@ -28,7 +28,7 @@ from config import CONFIG_ENV_VAR, ENV_VARS, FLAGS, load_config
 from database import IndexWriter
 from exceptions import Cancelled, ConfigError, DocSearchError, IndexUnavailableError
 from indexer import TextIndexer, document_reply, read_status, watched_folder
-from models import ScanProgress, ServerConfig
+from models import VERSION, ScanProgress, ServerConfig
 from search import Freshness, read_filters
 from search import search as run_search
 from watcher import Batch, SourceWatcher, WatchState, WatchUnavailable
@@ -89,6 +89,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     common.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     env_help = "environment: " + ", ".join(ENV_VARS.values())
     parser = argparse.ArgumentParser(prog="main.py", description="Local full-text search over MCP stdio.", epilog=env_help)
+    parser.add_argument("--version", action="version", version=f"docsearch {VERSION}")
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("serve", parents=[common], help="run the MCP server on stdio (default)")
     sub.add_parser("index", parents=[common], help="update the index once and exit")
@@ -104,7 +105,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     search_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
     status_parser = sub.add_parser("status", parents=[common], help="show index status")
     status_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
-    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help")):
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv = ["serve", *argv]
     return parser.parse_args(argv)
 
@@ -431,7 +432,7 @@ def build_server(daemon: Daemon) -> Any:
 
     from models import DocumentReply, RefreshReply, SearchReply, StatusReply
 
-    server = MCPServer("docsearch", instructions=SERVER_INSTRUCTIONS)
+    server = MCPServer("docsearch", version=VERSION, instructions=SERVER_INSTRUCTIONS)
     config = daemon.config
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))

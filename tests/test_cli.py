@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from models import VERSION
 from tests.conftest import MAIN_PY, PROJECT_DIR, write
 
 
@@ -95,3 +96,8 @@ def test_names_and_text_from_files_cannot_drive_the_terminal(source: Path, tmp_p
     assert "\\x1b]0;OWNED" in found.stdout and "\\u202e" in found.stdout
     reply = json.loads(run("search", "zqmarkerqz", *idx, "--json").stdout)  # JSON keeps the real name
     assert reply["results"][0]["path"] == f"{escape}evil\u202e.md"
+
+
+def test_version_is_the_one_the_server_sends() -> None:
+    shown = run("--version")
+    assert shown.returncode == 0 and shown.stdout.strip() == f"docsearch {VERSION}"

@@ -11,6 +11,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
+from models import VERSION
 from tests.conftest import MAIN_PY, write
 
 pytestmark = pytest.mark.anyio
@@ -41,6 +42,7 @@ async def test_stdio_session_end_to_end(source: Path, tmp_path: Path) -> None:
         write(source, f"bulk/{i // 100}/n{i}.md", f"# Note {i}\n\nbulk{i} " + "filler text " * 40)
     write(source, "network/firewall.md", "# Firewall\n\nOpen port 22: `ufw allow 22`.\n")
     async with Client(server_params(source, tmp_path / "idx", "--scan-interval", "1")) as client:
+        assert (client.server_info.name, client.server_info.version) == ("docsearch", VERSION)
         # Answered at once, while the first index runs in the background.
         first = await call(client, "get_index_status")
         during = await call(client, "search", {"query": "filler"})
