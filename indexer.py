@@ -140,17 +140,18 @@ class Content:
     """A file as the index reads it: its text, title and headings, whatever its format.
 
     A heading is (boundary, level, name); a boundary is the offset of the newline before the
-    heading's line in ``padded`` (the text between two added newlines: see sections())."""
+    heading's line in ``padded``, the text between two added newlines (see sections()): kept as
+    made while finding the headings, so that splitting does not copy a large text again."""
 
-    text: str
+    padded: str
     title: str
     headings: list[tuple[int, int, str]]
     encoding: str = "utf-8"
     fallback_decoded: bool = False
 
     @property
-    def padded(self) -> str:
-        return f"\n{self.text}\n"
+    def text(self) -> str:
+        return self.padded[1:-1]
 
 
 class Reading(NamedTuple):
@@ -176,14 +177,14 @@ def file_content(rel: str, data: bytes, notebook_outputs: bool = False, most: in
     padded = f"\n{extracted.text}\n"
     headings = _boundaries(padded, extracted.headings[:most])
     title = _title(padded, extracted.title or next((name for _, level, name in headings if level == 1), ""), bool(headings))
-    return Content(extracted.text, title, headings, f"extracted:{rel.rsplit('.', 1)[-1].lower()}")
+    return Content(padded, title, headings, f"extracted:{rel.rsplit('.', 1)[-1].lower()}")
 
 
 def text_content(text: str, name: str, most: int | None = None, encoding: str = "utf-8", fallback: bool = False) -> Content:
     """The Content of a text: headings for Markdown and reST (by ``name``), none for other files."""
     padded = f"\n{text}\n"
     headings, title = _headings(padded, name, most)
-    return Content(text, _title(padded, title, bool(headings)), headings, encoding, fallback)
+    return Content(padded, _title(padded, title, bool(headings)), headings, encoding, fallback)
 
 
 def _boundaries(padded: str, headings: Sequence[formats.Heading]) -> list[tuple[int, int, str]]:
@@ -216,7 +217,7 @@ def sections(content: Content) -> list[Section]:
     # jumps from newline to newline. Python code runs per heading and per section, not per line.
     padded, headings = content.padded, content.headings
     pieces: list[tuple[int, str, str]] = []
-    max_chars = max(MAX_SECTION_CHARS, len(content.text) // (database.MAX_SECTIONS_PER_FILE // 2))
+    max_chars = max(MAX_SECTION_CHARS, (len(padded) - 2) // (database.MAX_SECTIONS_PER_FILE // 2))
     path: list[tuple[int, str]] = []
     # A heading starts a new section once the current one holds MIN_SECTION_CHARS, or when its own
     # block would push the current one past the target. Reference pages with a heading every few

@@ -701,7 +701,6 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
             sections, gone, changed = loaded.sections, loaded.gone, loaded.changed
             page = groups[asking.offset:wanted]
             leaders = loaded.with_text(conn, [group[0][0] for group in page])
-            sections.update(leaders)
             # Snippets highlight the user's own words; a file found only by feedback words is shown
             # with those.
             snippet_text = _snippets(conn, [plan.shown, [_quote([w]) for w in feedback]], leaders)
@@ -753,10 +752,10 @@ class Loaded:
                 self.keys[rowid] = section["said"] if asking.collapse else rowid
 
     def with_text(self, conn: sqlite3.Connection, rowids: list[int]) -> dict[int, dict]:
-        """The sections ``rowids`` with their text, as a reply may show them."""
-        found = database.load_sections(conn, rowids)
+        """The sections ``rowids`` with their text, as a reply may show them (kept in ``sections`` too)."""
+        found = {rowid: showable(section) for rowid, section in database.load_sections(conn, rowids).items()}
         self.sections.update(found)
-        return {rowid: showable(section) for rowid, section in found.items()}
+        return found
 
 
 def _first_groups(

@@ -261,27 +261,29 @@ def test_html_drops_invisible_content() -> None:
     assert extracted.title == ""
 
 
-def test_html_entities_are_decoded() -> None:
-    extracted = read("e.html", b"<p>Tom &amp; Jerry &eacute;t&eacute; &#x4e2d;&#25991; &lt;tag&gt; &nbsp;x &copy</p>")
-    assert extracted.text == "Tom & Jerry \u00e9t\u00e9 \u4e2d\u6587 <tag> x \u00a9"
+HTML_TEXT_CASES = {
+    "entities are decoded": (
+        b"<p>Tom &amp; Jerry &eacute;t&eacute; &#x4e2d;&#25991; &lt;tag&gt; &nbsp;x &copy</p>",
+        "Tom & Jerry \u00e9t\u00e9 \u4e2d\u6587 <tag> x \u00a9",
+    ),
+    "blocks start lines, inline elements do not": (
+        b"<div>one <b>bold</b> <a href='x'>link</a>\n   spread\tover</div><div><div>nested</div></div><ul><li>a<li>b</ul>a<br>b<br><br>c",
+        "one bold link spread over\nnested\na\nb\na\nb\n\nc",
+    ),
+    "table rows are lines with cells separated": (
+        b"<p>before</p><table><tr><th>Name</th><th>Size</th></tr><tr><td>apple</td><td></td><td>3</td></tr><tr><td>pear<td>5</table><p>after</p>",
+        "before\n\nName | Size\napple | 3\npear | 5\n\nafter",
+    ),
+    "pre keeps its lines and indentation": (
+        b"<p>Code:</p><pre>\ndef f():\n    return  1\n\n\n# done</pre><p>after   the   code</p>",
+        "Code:\n\ndef f():\n    return  1\n\n# done\n\nafter the code",
+    ),
+}
 
 
-def test_html_blocks_start_lines_inline_elements_do_not() -> None:
-    page = b"<div>one <b>bold</b> <a href='x'>link</a>\n   spread\tover</div><div><div>nested</div></div><ul><li>a<li>b</ul>a<br>b<br><br>c"
-    extracted = read("b.html", page)
-    assert extracted.text == "one bold link spread over\nnested\na\nb\na\nb\n\nc"
-
-
-def test_html_table_rows_are_lines_with_cells_separated() -> None:
-    page = b"<p>before</p><table><tr><th>Name</th><th>Size</th></tr><tr><td>apple</td><td></td><td>3</td></tr><tr><td>pear<td>5</table><p>after</p>"
-    extracted = read("t.html", page)
-    assert extracted.text == "before\n\nName | Size\napple | 3\npear | 5\n\nafter"
-
-
-def test_html_pre_keeps_its_lines_and_indentation() -> None:
-    page = b"<p>Code:</p><pre>\ndef f():\n    return  1\n\n\n# done</pre><p>after   the   code</p>"
-    extracted = read("p.html", page)
-    assert extracted.text == "Code:\n\ndef f():\n    return  1\n\n# done\n\nafter the code"
+@pytest.mark.parametrize(("page", "text"), HTML_TEXT_CASES.values(), ids=HTML_TEXT_CASES.keys())
+def test_html_text(page: bytes, text: str) -> None:
+    assert read("page.html", page).text == text
 
 
 def test_html_carriage_returns_become_line_breaks() -> None:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -37,15 +39,24 @@ def gathered(watcher: SourceWatcher, seconds: float = 5.0) -> Batch:
     return total
 
 
+@contextmanager
+def watching(config: ServerConfig) -> Iterator[SourceWatcher]:
+    """A watcher on the source, as the server starts one, closed afterwards."""
+    found = SourceWatcher(config.source_directory, watched_folder(config))
+    found.start()
+    try:
+        yield found
+    finally:
+        found.close()
+
+
 @pytest.fixture
-def watcher(config: ServerConfig, source: Path):
+def watcher(config: ServerConfig, source: Path) -> Iterator[SourceWatcher]:
     write(source, "notes/a.md", "a\n")
     write(source, "node_modules/pkg/readme.md", "dependency\n")
     write(source, ".obsidian/workspace.md", "editor state\n")
-    found = SourceWatcher(source, watched_folder(config))
-    found.start()
-    yield found
-    found.close()
+    with watching(config) as found:
+        yield found
 
 
 def test_file_edits_creations_deletions_and_renames_are_reported(watcher: SourceWatcher, source: Path) -> None:
@@ -146,9 +157,7 @@ def test_status_from_another_process_says_whether_a_server_watches(source: Path,
 def test_a_folder_let_in_by_a_changed_rule_is_watched_after_the_rescan(config: ServerConfig, source: Path) -> None:
     write(source, ".gitignore", "ign/\n")
     write(source, "ign/x.md", "x\n")
-    found = SourceWatcher(source, watched_folder(config))
-    found.start()
-    try:
+    with watching(config) as found:
         write(source, "ign/x.md", "ignored edit\n")
         assert gathered(found, 1.0).paths == set()
         (source / ".gitignore").write_text("")
@@ -156,26 +165,19 @@ def test_a_folder_let_in_by_a_changed_rule_is_watched_after_the_rescan(config: S
         found.rewatch()  # what the server does after that rescan
         write(source, "ign/x.md", "now seen\n")
         assert gathered(found).paths == {"ign/x.md"}
-    finally:
-        found.close()
 
 
 def test_an_edited_git_info_exclude_asks_for_a_rescan(config: ServerConfig, source: Path) -> None:
     write(source, ".git/info/exclude", "# nothing yet\n")
-    found = SourceWatcher(source, watched_folder(config))
-    found.start()
-    try:
+    with watching(config) as found:
         (source / ".git/info/exclude").write_text("notes/\n")
         assert "exclude" in (gathered(found).rescan or "")
-    finally:
-        found.close()
 
 
 def test_a_deleted_source_ends_watching_with_a_reason(config: ServerConfig, source: Path) -> None:
     write(source, "a.md", "a\n")
-    found = SourceWatcher(source, watched_folder(config))
-    found.start()
-    (source / "a.md").unlink()
-    source.rmdir()
-    batch = gathered(found)
-    assert batch.rescan and not found.state.active and "deleted or moved" in (found.state.problem or "")
+    with watching(config) as found:
+        (source / "a.md").unlink()
+        source.rmdir()
+        batch = gathered(found)
+        assert batch.rescan and not found.state.active and "deleted or moved" in (found.state.problem or "")
