@@ -283,6 +283,7 @@ class Daemon:
         self.stopping = threading.Event()
         self.watcher: SourceWatcher | None = None
         self.watch_state = WatchState(False, 0, "the index is not open yet")
+        self._recorded_watching: tuple[bool, int, str | None] | None = None
         self._thread = threading.Thread(target=self._loop, name="rescan", daemon=True)
 
     def _open_writer(self) -> None:
@@ -309,13 +310,14 @@ class Daemon:
             if self.indexer is None:
                 self._open_writer()
             if self.indexer is not None:
-                if self.watcher is None:
-                    self._start_watching(self.indexer)  # before the scan: edits made during it are caught too
                 try:
                     if not checked:
                         self.indexer.check_integrity()
                         checked = True
+                    if self.watcher is None:
+                        self._start_watching()  # before the scan: edits made during it are caught too
                     reply = self.indexer.scan()
+                    self._record_watching(self.indexer)
                     if not self.first_scan_done.is_set():
                         logger.info("first scan finished: %d files read, %d removed; serving %s",
                                     reply["files_processed"], reply["files_removed"], self.config.source_directory)
@@ -331,7 +333,7 @@ class Daemon:
         if self.watcher is not None:
             self.watcher.close()
 
-    def _start_watching(self, indexer: TextIndexer) -> None:
+    def _start_watching(self) -> None:
         try:
             self.watcher = SourceWatcher(self.config.source_directory, watched_folder(self.config))
             self.watcher.start()
@@ -343,7 +345,14 @@ class Daemon:
         else:
             self.watch_state = self.watcher.state
             logger.info("watching %d folders for changes", self.watcher.state.folders)
-        indexer.record_watching(self.watch_state)
+
+    def _record_watching(self, indexer: TextIndexer) -> None:
+        """Record the watching state in the index for other processes' status, when it changed. Not
+        before the first scan: that would take the write lock once more, for nothing."""
+        now = (self.watch_state.active, self.watch_state.folders, self.watch_state.problem)
+        if now != self._recorded_watching:
+            indexer.record_watching(self.watch_state)
+            self._recorded_watching = now
 
     def _wait_for_changes(self, seconds: float | None) -> None:
         """Until the next periodic rescan (``seconds``; None: none), apply what the watcher reports
@@ -362,7 +371,7 @@ class Daemon:
                 self._apply_changes(indexer, batch)
             if not watcher.state.active:  # a watch limit reached: the periodic rescan takes over
                 self.watch_state, self.watcher = watcher.state, None
-                indexer.record_watching(self.watch_state)
+                self._record_watching(indexer)
 
     def _apply_changes(self, indexer: TextIndexer, batch: Batch) -> None:
         try:
