@@ -892,6 +892,8 @@ class TextIndexer:
         self._expected: dict[str, str] = {}
         #: Set when a reader saw the index fail; the next scan checks the file and rebuilds it if damaged.
         self.damage_suspected = False
+        #: What this process's watcher reports; each scan records it in the meta (see record_watching).
+        self.watching: WatchState | None = None
         last = writer.write_lock.last_record()
         self.saved_errors = last.errors if last else 0  # the count survives an index that had to be rebuilt
         if writer.recovered_from:
@@ -1061,6 +1063,7 @@ class TextIndexer:
                 "last_scan": _now(), "mounts": json.dumps(mounts),
                 "skipped_counts": json.dumps(dict(Counter(reason for _, reason, _ in skipped))),
                 "settings": json.dumps(self.config.index_settings), "last_error_of": "files",
+                **({"watching": self._watching_record()} if self.watching is not None else {}),
                 **self._error_meta(new_problems, self.last_error),
             })
         self.errors_encountered += new_problems
@@ -1237,13 +1240,18 @@ class TextIndexer:
         logger.debug("changed files indexed again: %s", reply)
 
     def record_watching(self, state: WatchState) -> None:
-        """Keep what the watcher reports in the index's meta, for status in other processes."""
-        record = {"pid": os.getpid(), "active": state.active, "folders": state.folders, "problem": state.problem}
+        """Keep what the watcher reports in the index's meta now, for status in other processes
+        (watching stopped between scans; a scan records it anyway)."""
+        self.watching = state
         try:
             with self.writer.transaction():
-                self.writer.set_meta("watching", json.dumps(record))
+                self.writer.set_meta("watching", self._watching_record())
         except (sqlite3.Error, Cancelled) as exc:
             logger.debug("watching state not recorded: %s", exc)
+
+    def _watching_record(self) -> str:
+        state = self.watching or WatchState()
+        return json.dumps({"pid": os.getpid(), "active": state.active, "folders": state.folders, "problem": state.problem})
 
     def _read_now(self, rel: str) -> LoadedFile | FileSkipped | None:
         """A file read for refresh_files; None if it no longer exists."""

@@ -283,7 +283,6 @@ class Daemon:
         self.stopping = threading.Event()
         self.watcher: SourceWatcher | None = None
         self.watch_state = WatchState(False, 0, "the index is not open yet")
-        self._recorded_watching: tuple[bool, int, str | None] | None = None
         self._thread = threading.Thread(target=self._loop, name="rescan", daemon=True)
 
     def _open_writer(self) -> None:
@@ -316,8 +315,8 @@ class Daemon:
                         checked = True
                     if self.watcher is None:
                         self._start_watching()  # before the scan: edits made during it are caught too
+                        self.indexer.watching = self.watch_state  # the scan records it
                     reply = self.indexer.scan()
-                    self._record_watching(self.indexer)
                     if not self.first_scan_done.is_set():
                         logger.info("first scan finished: %d files read, %d removed; serving %s",
                                     reply["files_processed"], reply["files_removed"], self.config.source_directory)
@@ -346,14 +345,6 @@ class Daemon:
             self.watch_state = self.watcher.state
             logger.info("watching %d folders for changes", self.watcher.state.folders)
 
-    def _record_watching(self, indexer: TextIndexer) -> None:
-        """Record the watching state in the index for other processes' status, when it changed. Not
-        before the first scan: that would take the write lock once more, for nothing."""
-        now = (self.watch_state.active, self.watch_state.folders, self.watch_state.problem)
-        if now != self._recorded_watching:
-            indexer.record_watching(self.watch_state)
-            self._recorded_watching = now
-
     def _wait_for_changes(self, seconds: float | None) -> None:
         """Until the next periodic rescan (``seconds``; None: none), apply what the watcher reports
         as it comes; without a watcher, just wait."""
@@ -371,7 +362,7 @@ class Daemon:
                 self._apply_changes(indexer, batch)
             if not watcher.state.active:  # a watch limit reached: the periodic rescan takes over
                 self.watch_state, self.watcher = watcher.state, None
-                self._record_watching(indexer)
+                indexer.record_watching(self.watch_state)
 
     def _apply_changes(self, indexer: TextIndexer, batch: Batch) -> None:
         try:
