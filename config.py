@@ -2,14 +2,14 @@
 
 Precedence, later wins: built-in defaults < the config file < environment variables <
 command-line flags. The config file is one the user chose: ``--config FILE``, else the file named
-by ``DOCSEARCH_CONFIG``, else the install's own ``config.json`` beside this module. Never one from
-the working directory: MCP clients start the server inside whatever project is open, and that
-project must not be able to choose what is indexed or where the index is written.
+by ``DOCSEARCH_CONFIG``, else the install's own (see user_files). Never one from the working
+directory: MCP clients start the server inside whatever project is open, and that project must not
+be able to choose what is indexed or where the index is written.
 
 Relative paths are resolved against the config file's folder for values from the file, and
 against the current directory for values from the environment or flags. The default index
-directory is ``indexes/`` beside this module, so an MCP client that starts the server from any
-working directory still writes to the same place.
+directory does not depend on the working directory either, so an MCP client that starts the
+server from anywhere still writes to the same place.
 """
 
 from __future__ import annotations
@@ -29,8 +29,28 @@ PROJECT_DIR = Path(__file__).resolve().parent
 #: The CPUs this process may run on (its affinity, not the machine's count): sizes the indexer's
 #: loader processes and the threads a large search is split over.
 USABLE_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-#: The install's own settings file, read when no other is named.
-INSTALL_CONFIG_FILE = PROJECT_DIR / "config.json"
+
+
+
+def user_files(environ: Mapping[str, str], project_dir: Path = PROJECT_DIR) -> tuple[Path, Path]:
+    """The settings file read when none is named, and the default index directory.
+
+    Run from a clone (``pyproject.toml`` beside the modules, also an editable install): the
+    clone's ``config.json`` and ``indexes/``. Installed as a package (pipx, uv tool, a wheel):
+    never inside site-packages, but the XDG base directories, ``~/.config/docsearch/config.json``
+    (read if it exists) and ``~/.local/share/docsearch/indexes``."""
+    if (project_dir / "pyproject.toml").is_file():
+        return project_dir / "config.json", project_dir / "indexes"
+    return _xdg_dir(environ, "XDG_CONFIG_HOME", ".config") / "config.json", _xdg_dir(environ, "XDG_DATA_HOME", ".local/share") / "indexes"
+
+
+def _xdg_dir(environ: Mapping[str, str], variable: str, fallback: str) -> Path:
+    """This program's folder under an XDG base directory; a relative value is ignored, as the
+    specification says."""
+    base = environ.get(variable, "")
+    return (Path(base) if os.path.isabs(base) else Path.home() / fallback) / "docsearch"
+
+
 #: Names a config file, as --config does (the flag wins).
 CONFIG_ENV_VAR = "DOCSEARCH_CONFIG"
 #: Upper bounds, so that a value that passes validation cannot overflow later: a file is read into
@@ -90,8 +110,9 @@ def load_config(
     cwd = Path.cwd()
     if config_file is None and environ.get(CONFIG_ENV_VAR):
         config_file = _path(_Value(environ[CONFIG_ENV_VAR], f"environment variable {CONFIG_ENV_VAR}", cwd), "config")
+    default_file, default_index_dir = user_files(environ)
     values: dict[str, _Value] = {}
-    values.update(_read_config_file(config_file))
+    values.update(_read_config_file(config_file, default_file))
     for key, var in ENV_VARS.items():
         if var in environ:
             values[key] = _Value(environ[var], f"environment variable {var}", cwd)
@@ -100,14 +121,14 @@ def load_config(
             raise ConfigError(key, "unknown setting", "command line")
         if raw is not None:
             values[key] = _Value(raw, FLAGS[key], cwd)
-    return _validate(values)
+    return _validate(values, default_index_dir)
 
 
-def _read_config_file(config_file: Path | None) -> dict[str, _Value]:
+def _read_config_file(config_file: Path | None, default_file: Path) -> dict[str, _Value]:
     if config_file is None:
-        if not INSTALL_CONFIG_FILE.is_file():
+        if not default_file.is_file():
             return {}
-        config_file = INSTALL_CONFIG_FILE
+        config_file = default_file
     origin = f"config file {config_file}"
     try:
         data = json.loads(Path(config_file).read_text(encoding="utf-8"))
@@ -126,7 +147,7 @@ def _read_config_file(config_file: Path | None) -> dict[str, _Value]:
     return {key: _Value(raw, origin, base, textual=False) for key, raw in data.items()}
 
 
-def _validate(values: dict[str, _Value]) -> ServerConfig:
+def _validate(values: dict[str, _Value], default_index_dir: Path) -> ServerConfig:
     if "source_directory" not in values:
         raise ConfigError(
             "source_directory", "required: pass --source DIR, set DOCSEARCH_SOURCE_DIRECTORY, or put it in the config file"
@@ -142,7 +163,7 @@ def _validate(values: dict[str, _Value]) -> ServerConfig:
     index_dir = (
         _resolved(values["index_output_directory"], "index_output_directory")
         if "index_output_directory" in values
-        else PROJECT_DIR / "indexes"
+        else default_index_dir
     )
     defaults = ServerConfig(source_directory=source, index_output_directory=index_dir)
     return ServerConfig(

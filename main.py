@@ -1,6 +1,9 @@
 """Command line and MCP server: a thin layer wiring config, indexer and search together.
 
+Installed, the command is `docsearch`; from a clone, `python main.py`: the same subcommands and flags.
+
     python main.py [serve] --source DIR      MCP server on stdio (indexes in the background)
+    python main.py serve --transport http --source DIR [--host H] [--port P]
     python main.py index   --source DIR      bring the index up to date once, then exit
     python main.py search "QUERY" --source DIR [--limit N] [--json]
     python main.py status  --source DIR [--json]
@@ -24,9 +27,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import database
-from config import CONFIG_ENV_VAR, ENV_VARS, FLAGS, load_config
+from config import CONFIG_ENV_VAR, ENV_VARS, FLAGS, load_config, user_files
 from database import IndexWriter
 from exceptions import Cancelled, ConfigError, DocSearchError, IndexUnavailableError
+from http_server import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV_VAR, http_settings, listening_socket, serve_http
 from indexer import TextIndexer, document_reply, read_status, watched_folder
 from models import VERSION, ScanProgress, ServerConfig
 from search import Freshness, read_filters
@@ -37,6 +41,8 @@ logger = logging.getLogger("docsearch")
 _T = TypeVar("_T")
 
 COMMANDS = ("serve", "index", "search", "status")
+#: The name messages start with: the installed command's, or main.py's when run from a clone.
+PROG = "main.py" if Path(sys.argv[0]).name == "main.py" else "docsearch"
 #: While the index directory cannot be written, retry opening it this often (seconds).
 WRITER_RETRY_SECONDS = 30.0
 #: On exit, how long the rescan loop may take to finish the file it is writing (seconds).
@@ -84,14 +90,22 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         metavar, text = described[key]
         common.add_argument(flag, dest=key, metavar=metavar, help=text)
     common.add_argument(
-        "--config", metavar="FILE", help=f"JSON config file (default: ${CONFIG_ENV_VAR}, else the config.json beside main.py)"
+        "--config", metavar="FILE", help=f"JSON config file (default: ${CONFIG_ENV_VAR}, else {user_files(os.environ)[0]} if it exists)"
     )
     common.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     env_help = "environment: " + ", ".join(ENV_VARS.values())
-    parser = argparse.ArgumentParser(prog="main.py", description="Local full-text search over MCP stdio.", epilog=env_help)
+    parser = argparse.ArgumentParser(prog=PROG, description="Local full-text search over MCP (stdio or Streamable HTTP).", epilog=env_help)
     parser.add_argument("--version", action="version", version=f"docsearch {VERSION}")
     sub = parser.add_subparsers(dest="command")
-    sub.add_parser("serve", parents=[common], help="run the MCP server on stdio (default)")
+    serve_parser = sub.add_parser("serve", parents=[common], help="run the MCP server, on stdio unless told (default)")
+    serve_parser.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="stdio (default), or Streamable HTTP at /mcp")
+    serve_parser.add_argument("--host", default=DEFAULT_HOST, help=f"http: address to listen on (default {DEFAULT_HOST}; another needs --allow-remote)")
+    serve_parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"http: port (default {DEFAULT_PORT}; 0: any free port)")
+    serve_parser.add_argument("--allow-remote", action="store_true", help="http: allow a non-loopback --host (needs a token)")
+    serve_parser.add_argument("--token-file", metavar="FILE", help=f"http: require this bearer token (a file only you can read; else ${TOKEN_ENV_VAR})")
+    serve_parser.add_argument(
+        "--allow-host", action="append", default=[], metavar="NAME", help="http: also accept this Host header name (how clients reach the server)"
+    )
     sub.add_parser("index", parents=[common], help="update the index once and exit")
     search_parser = sub.add_parser("search", parents=[common], help="search the index")
     search_parser.add_argument("query")
@@ -146,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = load_config(config_flags(args), Path(args.config) if args.config else None)
     except ConfigError as exc:
-        print(printable(f"main.py: config error: {exc}"), file=sys.stderr)
+        print(printable(f"{PROG}: config error: {exc}"), file=sys.stderr)
         return 2
     handlers = {"serve": cmd_serve, "index": cmd_index, "search": cmd_search, "status": cmd_status}
     try:
@@ -162,7 +176,7 @@ def cmd_index(config: ServerConfig, args: argparse.Namespace) -> int:
     try:
         writer = IndexWriter(config.db_path, on_wait=waiting)
     except Exception as exc:  # noqa: BLE001 - any failure to open is reported the same way
-        print(f"main.py: cannot open the index {config.db_path}: {exc}", file=sys.stderr)
+        print(f"{PROG}: cannot open the index {config.db_path}: {exc}", file=sys.stderr)
         return 1
     indexer = TextIndexer(config, writer)
     for number in STOP_SIGNALS:  # stop where the scan is (a transaction rolls back), then close
@@ -221,7 +235,7 @@ def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
             offset=args.offset, collapse_duplicates=not args.all_copies, freshness=Freshness(config.source_directory),
         )
     except DocSearchError as exc:
-        print(printable(f"main.py: {exc}{other_settings_hint(config)}"), file=sys.stderr)
+        print(printable(f"{PROG}: {exc}{other_settings_hint(config)}"), file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps(reply, ensure_ascii=False, indent=2))
@@ -519,14 +533,27 @@ def build_server(daemon: Daemon) -> Any:
 
 
 def cmd_serve(config: ServerConfig, args: argparse.Namespace) -> int:
+    listening = None
+    if args.transport == "http":
+        try:
+            settings = http_settings(
+                args.host, args.port, args.allow_remote, Path(args.token_file) if args.token_file else None, args.allow_host, os.environ
+            )
+            listening = listening_socket(settings)
+        except ConfigError as exc:
+            print(printable(f"{PROG}: {exc}"), file=sys.stderr)
+            return 2
     daemon = Daemon(config)
     for number in STOP_SIGNALS:  # first: Ctrl-C must work from the start
         signal.signal(number, _stopper(daemon.close))
     server = build_server(daemon)
     daemon.start()
-    if sys.stdin.isatty():
-        logger.info("serving %s over MCP stdio; this is meant to be started by an MCP client (Ctrl-C stops)", config.source_directory)
-    server.run()  # returns when the client closes stdin
+    if listening is not None:
+        serve_http(server, settings, listening)  # returns on a stop signal
+    else:
+        if sys.stdin.isatty():
+            logger.info("serving %s over MCP stdio; this is meant to be started by an MCP client (Ctrl-C stops)", config.source_directory)
+        server.run()  # returns when the client closes stdin
     daemon.close()
     return 0
 

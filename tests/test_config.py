@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from config import PROJECT_DIR, load_config
+from config import PROJECT_DIR, load_config, user_files
 from exceptions import ConfigError
 from tests.conftest import MAIN_PY
 
@@ -166,3 +166,31 @@ def test_unusable_relative_paths_are_one_line_errors(tmp_path: Path, bad: str) -
     )
     assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
     assert "source_directory" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_run_from_a_clone_the_settings_and_index_stay_beside_the_modules(tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (clone / "pyproject.toml").write_text("[project]\n")
+    environ = {"XDG_CONFIG_HOME": str(tmp_path / "cfg"), "XDG_DATA_HOME": str(tmp_path / "data")}
+    assert user_files(environ, clone) == (clone / "config.json", clone / "indexes")
+
+
+@pytest.mark.parametrize(
+    ("environ", "config_home", "data_home"),
+    [
+        ({"XDG_CONFIG_HOME": "/x/cfg", "XDG_DATA_HOME": "/x/data"}, "/x/cfg", "/x/data"),
+        ({}, "~/.config", "~/.local/share"),
+        # A relative value is ignored, as the XDG specification says (it would follow the cwd).
+        ({"XDG_CONFIG_HOME": "cfg", "XDG_DATA_HOME": "./data"}, "~/.config", "~/.local/share"),
+        ({"XDG_CONFIG_HOME": "", "XDG_DATA_HOME": ""}, "~/.config", "~/.local/share"),
+    ],
+)
+def test_installed_the_settings_and_index_are_in_the_users_xdg_folders(
+    tmp_path: Path, environ: dict[str, str], config_home: str, data_home: str
+) -> None:
+    site_packages = tmp_path / "site-packages"  # no pyproject.toml beside the modules
+    site_packages.mkdir()
+    settings, index_dir = user_files(environ, site_packages)
+    assert settings == Path(config_home).expanduser() / "docsearch" / "config.json"
+    assert index_dir == Path(data_home).expanduser() / "docsearch" / "indexes"
