@@ -59,6 +59,8 @@ _GONE_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR})
 IGNORED_DIRECTORIES = frozenset({".git", ".hg", ".svn", ".bzr", "node_modules", "__pycache__", ".venv", "venv", ".trash", ".Trash"})
 
 SNIFF_BYTES = 8192
+#: A path a client gives (refresh_index, get_document) is refused past this length.
+MAX_USER_PATH_CHARS = 4096
 #: A sample with more than this share of control bytes (other than tab, newlines, form feed,
 #: backspace and escape) is binary.
 MAX_CONTROL_SHARE = 0.10
@@ -1362,8 +1364,8 @@ def resolve_user_path(root: Path, user_path: str, index_directory: Path) -> str:
         raise UnsafePathError(str(user_path), "the path is empty")
     if "\x00" in user_path:
         raise UnsafePathError(user_path, "the path contains a NUL byte")
-    if len(user_path) > 4096:
-        raise UnsafePathError(user_path[:80] + "...", "the path is longer than 4096 characters")
+    if len(user_path) > MAX_USER_PATH_CHARS:
+        raise UnsafePathError(user_path[:80] + "...", f"the path is longer than {MAX_USER_PATH_CHARS} characters")
     for candidate in (user_path, unquote(user_path)):
         if ".." in candidate.replace("\\", "/").split("/"):
             raise UnsafePathError(user_path, "'..' is not allowed; give a path inside the source directory")

@@ -24,16 +24,17 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import database
 from config import CONFIG_ENV_VAR, ENV_VARS, FLAGS, load_config, user_files
 from database import IndexWriter
 from exceptions import Cancelled, ConfigError, DocSearchError, IndexUnavailableError
+from file_utils import MAX_USER_PATH_CHARS
 from http_server import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV_VAR, http_settings, listening_socket, serve_http
-from indexer import TextIndexer, document_reply, read_status, watched_folder
-from models import VERSION, ScanProgress, ServerConfig
-from search import Freshness, read_filters
+from indexer import MAX_DOCUMENT_CHARS, TextIndexer, document_reply, read_status, watched_folder
+from models import VERSION, ScanProgress, ServerConfig, StatusReply
+from search import MAX_EXTENSIONS, MAX_LIMIT, MAX_OFFSET, MAX_PATH_PATTERN_CHARS, Freshness, read_filters
 from search import search as run_search
 from watcher import Batch, SourceWatcher, WatchState, WatchUnavailable
 
@@ -108,7 +109,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     sub.add_parser("index", parents=[common], help="update the index once and exit")
     search_parser = sub.add_parser("search", parents=[common], help="search the index")
-    search_parser.add_argument("query")
+    search_parser.add_argument("query", help='words, "a phrase", prefix*, -excluded (a query may start with -; one that is an option\'s name goes after --)')
     search_parser.add_argument("--limit", type=int, default=10)
     search_parser.add_argument("--offset", type=int, default=0, help="skip this many results (paging)")
     search_parser.add_argument("--path", metavar="GLOB", help="only files matching this glob or under this folder, e.g. 'guides/**/*.md'")
@@ -121,7 +122,36 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     status_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv = ["serve", *argv]
+    if argv[0] == "search":
+        argv = ["search", *query_first(argv[1:], search_parser)]
     return parser.parse_args(argv)
+
+
+def query_first(words: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """``search`` arguments with a query that starts with "-" (an excluded word: "-draft notes")
+    moved after "--", where argparse takes it as the query rather than an unknown option. Such a
+    word is the query when it is none of the options and no query came before it."""
+    takes_value = {flag: action.nargs != 0 for action in parser._actions for flag in action.option_strings}
+    kept: list[str] = []
+    query, positional, index = None, False, 0
+    while index < len(words):
+        word = words[index]
+        name = word.split("=", 1)[0]
+        if word == "--":  # the user placed the query already
+            kept += words[index:]
+            break
+        if name in takes_value:
+            kept.append(word)
+            if takes_value[name] and "=" not in word and index + 1 < len(words):
+                index += 1
+                kept.append(words[index])
+        elif word.startswith("-") and query is None and not positional:
+            query = word
+        else:
+            positional = True
+            kept.append(word)
+        index += 1
+    return kept if query is None else [*kept, "--", query]
 
 
 def config_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -185,6 +215,7 @@ def cmd_index(config: ServerConfig, args: argparse.Namespace) -> int:
     try:
         reply = indexer.scan(reporter)
     finally:
+        reporter.end()
         writer.close()
     status = read_status(config, indexer)
     skipped = ", ".join(f"{reason} {count}" for reason, count in sorted(status["skipped_files"].items())) or "none"
@@ -212,19 +243,52 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 class ProgressPrinter:
-    """Prints 'files done of total, rate' to stderr at most once a second."""
+    """Index progress on stderr: a bar redrawn in place on a terminal (10 times a second), else a
+    line of counts once a second, for logs. On a terminal a log line takes the bar's place, and the
+    bar is drawn again below it at the next update."""
 
-    def __init__(self) -> None:
+    BAR_WIDTH = 30
+
+    def __init__(self, stream: Any = None) -> None:
+        self.stream = stream or sys.stderr
+        self.on_terminal = self.stream.isatty()
         self.started = time.monotonic()
         self.last = 0.0
+        self.drawn = False
+        if self.on_terminal:
+            for handler in logging.getLogger().handlers:
+                handler.addFilter(self._clear_bar)
+
+    def _clear_bar(self, record: logging.LogRecord) -> bool:
+        if self.drawn:
+            self.stream.write("\r\x1b[K")
+            self.drawn = False
+        return True
 
     def __call__(self, progress: ScanProgress) -> None:
         now = time.monotonic()
-        if now - self.last < 1.0 and progress.files_done < progress.files_total:
+        finished = progress.files_done >= progress.files_total
+        if now - self.last < (0.1 if self.on_terminal else 1.0) and not finished:
             return
         self.last = now
         rate = progress.files_done / max(now - self.started, 1e-9)
-        print(f"{progress.phase}: {progress.files_done}/{progress.files_total} files ({rate:.0f} files/s)", file=sys.stderr)
+        counts = f"{progress.files_done:,}/{progress.files_total:,} files ({rate:,.0f} files/s)"
+        if not self.on_terminal:
+            print(f"{progress.phase}: {counts}", file=self.stream)
+            return
+        filled = self.BAR_WIDTH * progress.files_done // max(progress.files_total, 1)
+        bar = "#" * filled + "." * (self.BAR_WIDTH - filled)
+        self.stream.write(f"\r\x1b[K{progress.phase:<8} [{bar}] {counts}")
+        self.stream.flush()
+        self.drawn = True
+
+    def end(self) -> None:
+        """Leave the line the bar was drawn on, so that what follows starts on its own."""
+        for handler in logging.getLogger().handlers:
+            handler.removeFilter(self._clear_bar)
+        if self.drawn:
+            self.stream.write("\n")
+            self.drawn = False
 
 
 def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
@@ -274,9 +338,33 @@ def cmd_status(config: ServerConfig, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(status, ensure_ascii=False, indent=2))
     else:
-        for key, value in status.items():
-            print(printable(f"{key}: {value}"))
+        for label, value in status_lines(status):
+            print(printable(f"{label:<10} {value}"))
     return 0
+
+
+def status_lines(status: StatusReply) -> list[tuple[str, str]]:
+    """get_index_status as (label, text) lines for a person; --json gives every field as is."""
+    progress, watching = status["progress"], status["watching"]
+    state = {"idle": "up to date", "starting": "starting", "error": "error"}.get(status["state"], status["state"])
+    if status["state"] == "indexing":
+        state = f"indexing ({progress['phase']}): {progress['files_done']:,} of {progress['files_total']:,} files"
+    if status["writer_pid"] is not None:
+        state += f"; written by process {status['writer_pid']}"
+    skipped = ", ".join(f"{reason} {count:,}" for reason, count in sorted(status["skipped_files"].items()))
+    lines = [
+        ("source", status["source_directory"]),
+        ("index", f"{status['index_path']} ({status['index_size_mb']:.1f} MB)"),
+        ("state", state),
+        ("last scan", status["last_scan"] or "never"),
+        ("files", f"{status['indexed_files']:,} indexed"
+         + (f", {status['fallback_decoded_files']:,} read as Windows-1252 (not UTF-8)" if status["fallback_decoded_files"] else "")),
+        ("skipped", skipped or "none"),
+        ("watching", f"{watching['folders']:,} folders" if watching["active"] else f"no: {watching['problem']}"),
+    ]
+    if status["errors_encountered"] or status["last_error"]:
+        lines.append(("errors", f"{status['errors_encountered']:,}; last: {status['last_error'] or '-'}"))
+    return lines
 
 
 # ---- the daemon ------------------------------------------------------------------------------
@@ -436,6 +524,16 @@ async def run_cancellable(work: Callable[[threading.Event], _T]) -> _T:
         raise
 
 
+def schema_bounds(low: int, high: int | None = None, of: str = "number") -> Any:
+    """Bounds written into a tool's input schema (minimum/maximum for a number, minLength/maxLength
+    for text, minItems/maxItems for a list) so that clients see them; None: no upper bound. Only
+    written: the tools check the same bounds themselves, with messages that name the argument."""
+    from pydantic import Field
+
+    lower, upper = {"number": ("minimum", "maximum"), "text": ("minLength", "maxLength"), "list": ("minItems", "maxItems")}[of]
+    return Field(json_schema_extra={lower: low} if high is None else {lower: low, upper: high})
+
+
 def build_server(daemon: Daemon) -> Any:
     """The MCP server object with its tools (imports the SDK)."""
     import anyio
@@ -451,8 +549,9 @@ def build_server(daemon: Daemon) -> Any:
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
     async def search(
-        query: str, limit: int = 10, path: str | None = None, extensions: list[str] | None = None,
-        modified_after: str | None = None, modified_before: str | None = None, offset: int = 0, collapse_duplicates: bool = True,
+        query: str, limit: Annotated[int, schema_bounds(1, MAX_LIMIT)] = 10, path: Annotated[str | None, schema_bounds(0, MAX_PATH_PATTERN_CHARS, "text")] = None,
+        extensions: Annotated[list[str] | None, schema_bounds(0, MAX_EXTENSIONS, "list")] = None, modified_after: str | None = None,
+        modified_before: str | None = None, offset: Annotated[int, schema_bounds(0, MAX_OFFSET)] = 0, collapse_duplicates: bool = True,
     ) -> SearchReply:
         """Full-text search of the indexed files. Returns the best-matching section of each file
         (at most `limit` files, 1-100): path, title, heading, snippet (matches in **bold**; a ** in
@@ -482,7 +581,8 @@ def build_server(daemon: Daemon) -> Any:
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
     async def get_document(
-        path: str, heading: str | None = None, start_line: int | None = None, end_line: int | None = None, max_chars: int = 20_000,
+        path: Annotated[str, schema_bounds(1, MAX_USER_PATH_CHARS, "text")], heading: str | None = None, start_line: Annotated[int | None, schema_bounds(1)] = None,
+        end_line: Annotated[int | None, schema_bounds(1)] = None, max_chars: Annotated[int, schema_bounds(1, MAX_DOCUMENT_CHARS)] = 20_000,
     ) -> DocumentReply:
         """Read an indexed file from disk now (`path` relative to the source, as search returns it).
         `heading`: one section, named as search results name it ("Install > Linux"; its subsections
@@ -507,7 +607,7 @@ def build_server(daemon: Daemon) -> Any:
         return read_status(config, daemon.indexer, daemon.startup_error, daemon.watch_state)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False))
-    async def refresh_index(ctx: Context, filepath: str | None = None) -> RefreshReply:
+    async def refresh_index(ctx: Context, filepath: Annotated[str | None, schema_bounds(1, MAX_USER_PATH_CHARS, "text")] = None) -> RefreshReply:
         """Make the index current now. With `filepath` (relative to the source directory, or
         absolute inside it): re-read that one file, or drop it if it was deleted. Without: rescan
         everything (waits for a scan already running, then scans again)."""

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -101,3 +104,60 @@ def test_names_and_text_from_files_cannot_drive_the_terminal(source: Path, tmp_p
 def test_version_is_the_one_the_server_sends() -> None:
     shown = run("--version")
     assert shown.returncode == 0 and shown.stdout.strip() == f"docsearch {VERSION}"
+
+
+def test_a_query_that_starts_with_a_dash_is_the_query(source: Path, tmp_path: Path) -> None:
+    write(source, "draft.md", "kumquat draft notes")
+    write(source, "final.md", "kumquat final notes")
+    idx = ["--source", str(source), "--index-dir", str(tmp_path / "idx")]
+    assert run("index", *idx).returncode == 0
+    for args in (["-draft kumquat", *idx], [*idx, "-draft kumquat"], ["--limit", "5", "-draft kumquat", *idx],
+                 ["--limit=5", *idx, "-draft kumquat"], ["--", "-draft kumquat", *idx][1:2] + idx):
+        found = run("search", *args, "--json")
+        assert found.returncode == 0, (args, found.stderr)
+        assert [hit["path"] for hit in json.loads(found.stdout)["results"]] == ["final.md"], args
+    # An option's name is still the option; after "--" it is the query.
+    assert "required: query" in run("search", "-v", *idx).stderr
+    assert run("search", *idx, "--json", "--", "-nothing kumquat").returncode == 0
+
+
+def test_status_is_a_readable_layout(source: Path, tmp_path: Path) -> None:
+    write(source, "a.md", "alpha")
+    write(source, "b.txt", b"\x00\x01\x02binary" * 100)
+    idx = ["--source", str(source), "--index-dir", str(tmp_path / "idx")]
+    before = run("status", *idx).stdout.splitlines()
+    assert before[2].split() == ["state", "starting"] and before[3].split() == ["last", "scan", "never"]
+    assert run("index", *idx).returncode == 0
+    lines = dict(line.split(None, 1) for line in run("status", *idx).stdout.replace("last scan", "last_scan").splitlines())
+    assert list(lines) == ["source", "index", "state", "last_scan", "files", "skipped", "watching"]
+    assert lines["source"] == str(source.resolve())
+    assert lines["state"] == "up to date" and lines["files"] == "1 indexed" and lines["skipped"] == "binary 1"
+    assert lines["watching"].startswith("no: no server is running on this index")
+    assert "{" not in "".join(lines.values()), "no dictionaries printed as Python"
+
+
+def test_index_draws_a_progress_bar_on_a_terminal(source: Path, tmp_path: Path) -> None:
+    for number in range(50):
+        write(source, f"n{number}.md", f"note {number}")
+    controller, terminal = pty.openpty()
+    with subprocess.Popen(
+        [sys.executable, str(MAIN_PY), "index", "--source", str(source), "--index-dir", str(tmp_path / "idx")],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=terminal,
+    ) as process:
+        os.close(terminal)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:  # EIO: the process closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+        assert process.wait(60) == 0
+    os.close(controller)
+    text = shown.decode()
+    assert "\r\x1b[K" in text and f"[{'#' * 30}] 50/50 files" in text, text
+    # Log lines and the summary start on a line of their own: the bar is cleared or left first.
+    assert re.search(r"\r\x1b\[K[^\r\n]*INFO indexer: scan done", text), text
+    assert re.search(r"(\n|\x1b\[K)indexed 50 files", text), text

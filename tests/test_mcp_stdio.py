@@ -54,6 +54,17 @@ async def test_stdio_session_end_to_end(source: Path, tmp_path: Path) -> None:
         assert set(tools) == {"search", "get_index_status", "refresh_index", "get_document"}
         assert all(tool.output_schema for tool in tools.values())
         assert tools["search"].annotations.read_only_hint is True
+        # Bounds the tools enforce are in their input schemas, so clients see them.
+        bounds = {
+            (tool, name): {key: value for key, value in field.items() if key.startswith(("min", "max"))}
+            for tool in tools for name, field in tools[tool].input_schema["properties"].items()
+        }
+        assert bounds["search", "limit"] == {"minimum": 1, "maximum": 100}
+        assert bounds["search", "offset"] == {"minimum": 0, "maximum": 1000}
+        assert bounds["search", "extensions"] == {"minItems": 0, "maxItems": 50}
+        assert bounds["get_document", "max_chars"] == {"minimum": 1, "maximum": 100_000}
+        assert bounds["get_document", "start_line"] == bounds["get_document", "end_line"] == {"minimum": 1}
+        assert bounds["refresh_index", "filepath"] == {"minLength": 1, "maxLength": 4096}
 
         async def idle() -> bool:
             status = await call(client, "get_index_status")
