@@ -1,0 +1,339 @@
+"""Load and validate the configuration once, at start; fail fast with a message naming the key.
+
+Precedence, later wins: built-in defaults < the config file < environment variables <
+command-line flags. The config file is one the user chose: ``--config FILE``, else the file named
+by ``DOCSEARCH_CONFIG``, else the install's own (see user_files). Never one from the working
+directory: MCP clients start the server inside whatever project is open, and that project must not
+be able to choose what is indexed or where the index is written.
+
+Relative paths are resolved against the config file's folder for values from the file, and
+against the current directory for values from the environment or flags. The default index
+directory does not depend on the working directory either, so an MCP client that starts the
+server from anywhere still writes to the same place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from exceptions import ConfigError
+from file_utils import MAX_EXCLUDE_PATTERNS, PatternError, compile_exclude_patterns
+from models import ServerConfig
+
+PROJECT_DIR = Path(__file__).resolve().parent
+#: The CPUs this process may run on (its affinity, not the machine's count): sizes the indexer's
+#: loader processes and the threads a large search is split over.
+USABLE_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+
+def user_files(environ: Mapping[str, str], project_dir: Path = PROJECT_DIR) -> tuple[Path, Path]:
+    """The settings file read when none is named, and the default index directory.
+
+    Run from a clone (``pyproject.toml`` beside the modules, also an editable install): the
+    clone's ``config.json`` and ``indexes/``. Installed as a package (pipx, uv tool, a wheel):
+    never inside site-packages, but the XDG base directories, ``~/.config/docsearch/config.json``
+    (read if it exists) and ``~/.local/share/docsearch/indexes``."""
+    if (project_dir / "pyproject.toml").is_file():
+        return project_dir / "config.json", project_dir / "indexes"
+    return _xdg_dir(environ, "XDG_CONFIG_HOME", ".config") / "config.json", _xdg_dir(environ, "XDG_DATA_HOME", ".local/share") / "indexes"
+
+
+def _xdg_dir(environ: Mapping[str, str], variable: str, fallback: str) -> Path:
+    """This program's folder under an XDG base directory; a relative value is ignored, as the
+    specification says."""
+    base = environ.get(variable, "")
+    return (Path(base) if os.path.isabs(base) else Path.home() / fallback) / "docsearch"
+
+
+#: Names a config file, as --config does (the flag wins).
+CONFIG_ENV_VAR = "DOCSEARCH_CONFIG"
+#: Upper bounds, so that a value that passes validation cannot overflow later: a file is read into
+#: memory whole, and threading's waits take at most threading.TIMEOUT_MAX seconds.
+MAX_FILE_SIZE_MB = 1024.0
+MIN_FILE_SIZE_MB = 1 / (1024 * 1024)  # one byte
+MAX_SCAN_INTERVAL_SECONDS = 365 * 24 * 3600.0
+#: A periodic rescan more often than this would only burn CPU walking the tree.
+MIN_SCAN_INTERVAL_SECONDS = 0.1
+
+#: key -> environment variable that sets it. Lists are comma-separated there.
+ENV_VARS: dict[str, str] = {
+    "source_directory": "DOCSEARCH_SOURCE_DIRECTORY",
+    "index_output_directory": "DOCSEARCH_INDEX_OUTPUT_DIRECTORY",
+    "included_extensions": "DOCSEARCH_INCLUDED_EXTENSIONS",
+    "excluded_extensions": "DOCSEARCH_EXCLUDED_EXTENSIONS",
+    "scan_interval_seconds": "DOCSEARCH_SCAN_INTERVAL_SECONDS",
+    "max_file_size_mb": "DOCSEARCH_MAX_FILE_SIZE_MB",
+    "include_hidden": "DOCSEARCH_INCLUDE_HIDDEN",
+    "respect_gitignore": "DOCSEARCH_RESPECT_GITIGNORE",
+    "exclude_patterns": "DOCSEARCH_EXCLUDE_PATTERNS",
+    "index_notebook_outputs": "DOCSEARCH_INDEX_NOTEBOOK_OUTPUTS",
+}
+#: key -> command-line flag that sets it.
+FLAGS: dict[str, str] = {
+    "source_directory": "--source",
+    "index_output_directory": "--index-dir",
+    "included_extensions": "--include-ext",
+    "excluded_extensions": "--exclude-ext",
+    "scan_interval_seconds": "--scan-interval",
+    "max_file_size_mb": "--max-file-size-mb",
+    "include_hidden": "--include-hidden",
+    "respect_gitignore": "--respect-gitignore",
+    "exclude_patterns": "--exclude-patterns",
+    "index_notebook_outputs": "--index-notebook-outputs",
+}
+KNOWN_KEYS = frozenset(ENV_VARS)
+
+
+@dataclass(frozen=True)
+class _Value:
+    """A raw setting and where it came from, so errors can point at the right place."""
+
+    raw: Any
+    origin: str
+    base_dir: Path
+    textual: bool = True  # environment and flags give strings; a config file gives JSON types
+
+
+def load_config(
+    flags: Mapping[str, Any],
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ServerConfig:
+    """Merge file, environment and flags (flags hold only what the user gave) into a ServerConfig."""
+    environ = os.environ if environ is None else environ
+    cwd = Path.cwd()
+    if config_file is None and environ.get(CONFIG_ENV_VAR):
+        config_file = _path(_Value(environ[CONFIG_ENV_VAR], f"environment variable {CONFIG_ENV_VAR}", cwd), "config")
+    default_file, default_index_dir = user_files(environ)
+    values: dict[str, _Value] = {}
+    values.update(_read_config_file(config_file, default_file))
+    for key, var in ENV_VARS.items():
+        if var in environ:
+            values[key] = _Value(environ[var], f"environment variable {var}", cwd)
+    for key, raw in flags.items():
+        if key not in KNOWN_KEYS:
+            raise ConfigError(key, "unknown setting", "command line")
+        if raw is not None:
+            values[key] = _Value(raw, FLAGS[key], cwd)
+    return _validate(values, default_index_dir)
+
+
+def _read_config_file(config_file: Path | None, default_file: Path) -> dict[str, _Value]:
+    if config_file is None:
+        if not default_file.is_file():
+            return {}
+        config_file = default_file
+    origin = f"config file {config_file}"
+    try:
+        data = json.loads(Path(config_file).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("config", "file not found", str(config_file)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("config", f"cannot read: {exc}", str(config_file)) from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError("config", f"not valid JSON: {exc}", str(config_file)) from None
+    if not isinstance(data, dict):
+        raise ConfigError("config", "must be a JSON object of settings", str(config_file))
+    unknown = sorted(set(data) - KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(unknown[0], f"unknown setting (known: {', '.join(sorted(KNOWN_KEYS))})", origin)
+    base = Path(config_file).resolve().parent
+    return {key: _Value(raw, origin, base, textual=False) for key, raw in data.items()}
+
+
+def _validate(values: dict[str, _Value], default_index_dir: Path) -> ServerConfig:
+    if "source_directory" not in values:
+        raise ConfigError(
+            "source_directory", "required: pass --source DIR, set DOCSEARCH_SOURCE_DIRECTORY, or put it in the config file"
+        )
+    source = _resolved(values["source_directory"], "source_directory")
+    try:
+        is_dir = source.is_dir()
+    except OSError as exc:
+        raise ConfigError("source_directory", f"{source}: {exc.strerror or exc}", values["source_directory"].origin) from None
+    if not is_dir:
+        problem = "is not a directory" if source.exists() else "does not exist"
+        raise ConfigError("source_directory", f"{source} {problem}", values["source_directory"].origin)
+    index_dir = (
+        _resolved(values["index_output_directory"], "index_output_directory")
+        if "index_output_directory" in values
+        else default_index_dir
+    )
+    defaults = ServerConfig(source_directory=source, index_output_directory=index_dir)
+    return ServerConfig(
+        source_directory=source,
+        index_output_directory=index_dir,
+        included_extensions=_extensions(values.get("included_extensions"), "included_extensions", defaults.included_extensions),
+        excluded_extensions=_extensions(values.get("excluded_extensions"), "excluded_extensions", defaults.excluded_extensions),
+        scan_interval_seconds=_scan_interval(values.get("scan_interval_seconds"), defaults.scan_interval_seconds),
+        max_file_size_mb=_file_size(values.get("max_file_size_mb"), defaults.max_file_size_mb),
+        include_hidden=_boolean(values.get("include_hidden"), "include_hidden", defaults.include_hidden),
+        respect_gitignore=_boolean(values.get("respect_gitignore"), "respect_gitignore", defaults.respect_gitignore),
+        exclude_patterns=_patterns(values.get("exclude_patterns"), defaults.exclude_patterns),
+        index_notebook_outputs=_boolean(values.get("index_notebook_outputs"), "index_notebook_outputs", defaults.index_notebook_outputs),
+    )
+
+
+def _path(value: _Value, key: str) -> Path:
+    """The absolute path a setting names (not resolved). A relative path from the command line or
+    the environment must not pass through a link inside the working directory: that directory is
+    often an untrusted project, which could point "docs" at the user's private folder."""
+    if not isinstance(value.raw, (str, os.PathLike)) or not str(value.raw).strip():
+        raise ConfigError(key, f"must be a non-empty path string, got {value.raw!r}", value.origin)
+    if "\x00" in str(value.raw):
+        raise ConfigError(key, "must not contain a NUL byte", value.origin)
+    try:
+        path = Path(value.raw).expanduser()
+    except RuntimeError as exc:  # "~nosuchuser"
+        raise ConfigError(key, f"{value.raw!r}: {exc}", value.origin) from None
+    if path.is_absolute():
+        return path
+    if value.textual:
+        _refuse_links_under(value.base_dir, path, key, value)
+    return value.base_dir / path
+
+
+def _refuse_links_under(base: Path, relative: Path, key: str, value: _Value) -> None:
+    inside = base
+    for part in relative.parts:
+        inside = Path(os.path.normpath(inside / part))
+        if not is_under(inside, base):
+            return
+        try:
+            is_link = inside.is_symlink()
+        except OSError as exc:  # a name too long, a folder that may not be searched
+            raise ConfigError(key, f"{value.raw!r}: {exc.strerror or exc}", value.origin) from None
+        if is_link:
+            raise ConfigError(
+                key, f"{value.raw!r} goes through {inside}, a link (to {os.path.realpath(inside)}) inside the working"
+                " directory; give the real path if you mean it", value.origin,
+            )
+
+
+def is_under(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _resolved(value: _Value, key: str) -> Path:
+    """_path, with every link resolved; an unusable path is a ConfigError."""
+    path = _path(value, key)
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError) as exc:  # a link loop, a name too long
+        raise ConfigError(key, f"{path}: {getattr(exc, 'strerror', None) or exc}", value.origin) from None
+
+
+def _extensions(value: _Value | None, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    if value is None:
+        return default
+    raw = value.raw
+    items = raw.split(",") if isinstance(raw, str) and value.textual else raw
+    if not isinstance(items, (list, tuple)) or not all(isinstance(item, str) for item in items):
+        raise ConfigError(key, f"must be a list of extensions like [\".md\", \".txt\"], got {raw!r}", value.origin)
+    result = []
+    for item in items:
+        ext = item.strip().lower()
+        if not ext:
+            if value.textual:
+                continue  # tolerate "a,,b" and a trailing comma in env/flag lists
+            raise ConfigError(key, "an extension must not be empty", value.origin)
+        ext = ext if ext.startswith(".") else "." + ext
+        if "/" in ext or "\x00" in ext or ext == ".":
+            raise ConfigError(key, f"{item!r} is not a file extension", value.origin)
+        result.append(ext)
+    if not result and key == "included_extensions":
+        raise ConfigError(key, "needs at least one extension, e.g. .md", value.origin)
+    return tuple(dict.fromkeys(result))
+
+
+def _patterns(value: _Value | None, default: tuple[str, ...]) -> tuple[str, ...]:
+    """exclude_patterns: a list of .gitignore patterns (comma-separated in the environment and on the
+    command line, where spaces around each are dropped and empty ones skipped). Each must be one
+    the walk can match: file_utils.compile_exclude_patterns says why not."""
+    key = "exclude_patterns"
+    if value is None:
+        return default
+    raw = value.raw
+    if isinstance(raw, str) and value.textual:
+        items = [item.strip() for item in raw.split(",") if item.strip()]
+    elif isinstance(raw, (list, tuple)) and all(isinstance(item, str) for item in raw):
+        items = list(raw)
+    else:
+        raise ConfigError(key, f"must be a list of patterns like [\"drafts/**\", \"*.tmp\"], got {raw!r}", value.origin)
+    if len(items) > MAX_EXCLUDE_PATTERNS:
+        raise ConfigError(key, f"at most {MAX_EXCLUDE_PATTERNS} patterns, got {len(items)}", value.origin)
+    for item in items:
+        if not item:
+            raise ConfigError(key, "a pattern must not be empty", value.origin)
+    try:
+        compile_exclude_patterns(tuple(items))
+    except PatternError as exc:
+        raise ConfigError(key, f"pattern {exc}", value.origin) from None
+    return tuple(items)
+
+
+_TRUE, _FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+
+def _boolean(value: _Value | None, key: str, default: bool) -> bool:
+    """true or false: a JSON boolean in the config file; true/false, 1/0, yes/no, on/off elsewhere."""
+    if value is None:
+        return default
+    raw = value.raw
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and value.textual and raw.strip().lower() in _TRUE + _FALSE:
+        return raw.strip().lower() in _TRUE
+    raise ConfigError(key, f"must be true or false, got {raw!r}", value.origin)
+
+
+def _file_size(value: _Value | None, default: float) -> float:
+    megabytes = _number(value, "max_file_size_mb", default, MAX_FILE_SIZE_MB)
+    if value is not None and megabytes < MIN_FILE_SIZE_MB:
+        raise ConfigError("max_file_size_mb", f"must be at least one byte ({MIN_FILE_SIZE_MB:.7f}), got {value.raw!r}", value.origin)
+    return megabytes
+
+
+def _scan_interval(value: _Value | None, default: float) -> float:
+    """0 (scan only at start and on request), or a period within the bounds above."""
+    if value is None:
+        return default
+    seconds = _number(value, "scan_interval_seconds", default, MAX_SCAN_INTERVAL_SECONDS, zero_allowed=True)
+    if 0 < seconds < MIN_SCAN_INTERVAL_SECONDS:
+        raise ConfigError(
+            "scan_interval_seconds", f"must be 0 (no periodic rescan) or at least {MIN_SCAN_INTERVAL_SECONDS:g}, got {value.raw!r}", value.origin
+        )
+    return seconds
+
+
+def _number(value: _Value | None, key: str, default: float, maximum: float, zero_allowed: bool = False) -> float:
+    """A finite number, greater than 0 (or 0 or more), and at most ``maximum``."""
+    if value is None:
+        return default
+    raw = value.raw
+    if isinstance(raw, str) and value.textual:
+        try:
+            raw = float(raw)
+        except ValueError:
+            raise ConfigError(key, f"must be a number, got {value.raw!r}", value.origin) from None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise ConfigError(key, f"must be a number, got {value.raw!r}", value.origin)
+    try:
+        number = float(raw)  # a JSON integer can be too large for a float
+    except OverflowError:
+        number = float("inf")
+    if number != number:
+        raise ConfigError(key, f"must be a number, got {value.raw!r}", value.origin)
+    if zero_allowed and number < 0:
+        raise ConfigError(key, f"must be 0 or more, got {value.raw!r}", value.origin)
+    if not zero_allowed and number <= 0:
+        raise ConfigError(key, f"must be greater than 0, got {value.raw!r}", value.origin)
+    if number > maximum:
+        raise ConfigError(key, f"must be at most {maximum:g}, got {value.raw!r}", value.origin)
+    return number

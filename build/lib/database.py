@@ -1,0 +1,1326 @@
+"""The only module that speaks SQL: connections, schema, transactions, recovery, queries.
+
+Layout: ``files`` holds one row per indexed file; ``sections`` one row per section with its
+text zlib-compressed; ``sections_fts`` is a contentless FTS5 table over (title, heading, body)
+whose rowids equal the section ids. A section id is ``file_id << SECTION_BITS | n``, so a file's
+sections are one rowid range and a hit's file is ``rowid >> SECTION_BITS``, with no join.
+One writer connection (the indexer's), any number of reader connections; WAL.
+
+Across processes, one writes at a time: a write holds WriterLock, an flock on ``<index>.lock``.
+Readers never need it, nor SQLite's write lock. Index files are private to their owner: the
+directory is created 0700, every file in it 0600.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import grp
+import itertools
+import json
+import logging
+import os
+import pwd
+import re
+import stat
+import sqlite3
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import quote
+
+from exceptions import Cancelled, IndexUnavailableError
+from models import DB_SUFFIX, INDEX_FORMAT, LoadedFile, Signature, StoredFile
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = INDEX_FORMAT
+SECTION_BITS = 20
+MAX_SECTIONS_PER_FILE = 1 << SECTION_BITS
+#: Invisible format characters that Unicode added after 6.1, the version FTS5's unicode61 tables
+#: follow: FTS5 would read them as letters, so a word wrapped in one (a right-to-left isolate
+#: around a name, say) could never be found by itself. Here they separate words.
+EXTRA_SEPARATORS = "".join(
+    chr(code) for first, last in ((0x605, 0x605), (0x61C, 0x61C), (0x890, 0x891), (0x8E2, 0x8E2), (0x2066, 0x2069),
+                                  (0x110CD, 0x110CD), (0x13430, 0x13438), (0x1BCA0, 0x1BCA3))
+    for code in range(first, last + 1)
+)
+#: How text becomes words: the index stems them (porter); a query's words are split the same way
+#: first (query_words), so that what is counted and capped is what FTS5 will search.
+WORD_TOKENIZER = f"unicode61 remove_diacritics 2 separators '{EXTRA_SEPARATORS}'"
+TOKENIZER = f"porter {WORD_TOKENIZER}"
+#: Chinese and Japanese are written without spaces, and unicode61 reads a run of their characters
+#: as one word: 获取 could not be found in 获取子项目录列表. FTS5 is given the text with CJK_SEPARATOR (an
+#: invisible separator) on each side of such a character that touches another letter or digit, so
+#: each is a word; a query's run is read the same way and searched as the phrase of its
+#: characters: substring search. Hangul is written with spaces between words and is left alone.
+CJK_SEPARATOR = "\u200b"
+_CJK = "\u3005\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
+#: Where a CJK character meets another letter or digit (获取 in 获取子项, 接口 in API接口).
+_CJK_PAIR = re.compile(f"(?<=[{_CJK}])(?=[^\\W_])|(?<=[^\\W_])(?=[{_CJK}])")
+CJK_WORD = re.compile(f"[{_CJK}]")
+
+
+def fts_text(text: str) -> str:
+    """``text`` as FTS5 is given it (see CJK_SEPARATOR)."""
+    return text if text.isascii() else _CJK_PAIR.sub(CJK_SEPARATOR, text)
+
+
+def _fts_row(rowid: int, title: str, heading: str, body: str) -> tuple[int, str, str, str]:
+    """A section's row as sections_fts is given it: inserting and deleting must give the same."""
+    return rowid, fts_text(title), fts_text(heading), fts_text(body)
+
+
+def shown_text(text: str) -> str:
+    """fts_text's separators taken out again (of a snippet made from it)."""
+    return text.replace(CJK_SEPARATOR, "") if CJK_SEPARATOR in text else text
+
+
+COMPRESSION_LEVEL = 1  # zlib: level 1 is ~3x faster than 6 for ~10% more bytes on prose
+BUSY_TIMEOUT_MS = 10_000
+#: FTS5 builds a transaction's new terms in memory and writes them out as a segment whenever they
+#: pass this size (its default is 1 MB). With the indexer's large batches, fewer, larger segments
+#: mean less merging: the first index's FTS inserts take ~40% less CPU. In alternated runs on a
+#: 100k-file corpus 16 MB indexed about as fast as 64 MB, with a writer peak RSS ~50 MB lower.
+FTS_HASH_BYTES = 16 << 20
+#: best_section_per_file ranks this many sections per wanted file before falling back to grouping all.
+CANDIDATE_SECTIONS_PER_FILE = 8
+SQLITE_HEADER = b"SQLite format 3\x00"
+_CORRUPTION_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
+_INTERRUPT_CODE = 9  # SQLITE_INTERRUPT
+#: The index's files (database, WAL, shared memory, lock, moved-aside copies) and its directory.
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_DIRECTORY_MODE = 0o700
+#: Beside each index: the flock that one writing process holds (see WriterLock).
+LOCK_SUFFIX = ".lock"
+#: While another process holds the write lock, try for it again this often (seconds).
+LOCK_POLL_SECONDS = 0.05
+#: Whenever SQLite restarts the WAL it cuts the file back to this size; a scan that wrote and
+#: closing the writer truncate it to nothing.
+WAL_SIZE_LIMIT = 4 << 20
+#: A checkpoint waits at most this long for readers still in an older snapshot (ms).
+CHECKPOINT_BUSY_MS = 1000
+#: How many SQLite VM steps run between two looks at whether a query should stop.
+PROGRESS_STEPS = 1000
+
+SCHEMA = f"""
+CREATE TABLE files (
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    mtime_ns INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    inode INTEGER NOT NULL,
+    ctime_ns INTEGER NOT NULL,
+    content_hash TEXT NOT NULL,
+    indexed_at_ns INTEGER NOT NULL,
+    encoding TEXT NOT NULL,
+    fallback_decoded INTEGER NOT NULL,
+    title TEXT NOT NULL,
+    section_count INTEGER NOT NULL
+);
+CREATE TABLE sections (
+    id INTEGER PRIMARY KEY,
+    start_line INTEGER NOT NULL,
+    end_line INTEGER NOT NULL,
+    heading TEXT NOT NULL,
+    body BLOB NOT NULL,
+    said BLOB NOT NULL
+);
+CREATE VIRTUAL TABLE sections_fts USING fts5(title, heading, body, content='', tokenize="{TOKENIZER}");
+CREATE TABLE skipped (path TEXT PRIMARY KEY, reason TEXT NOT NULL, detail TEXT NOT NULL, signature TEXT);
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+"""
+
+
+def is_corruption(exc: BaseException) -> bool:
+    """True for errors that mean the database file itself is damaged or not a database."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.DatabaseError) and code is not None and (code & 0xFF) in _CORRUPTION_CODES
+
+
+def is_interruption(exc: BaseException) -> bool:
+    """True for the error a statement stopped by ``interruptible`` raises."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.OperationalError) and code is not None and (code & 0xFF) == _INTERRUPT_CODE
+
+
+def connect(db_path: Path) -> sqlite3.Connection:
+    """A connection with the settings every user of the index shares."""
+    conn = sqlite3.connect(db_path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+    _configure(conn)
+    return conn
+
+
+def _configure(conn: sqlite3.Connection) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    # The schema is this module's own; nothing in a file (a view, a trigger) may call functions.
+    conn.execute("PRAGMA trusted_schema = OFF")
+
+
+@contextmanager
+def interruptible(conn: sqlite3.Connection, should_stop: Callable[[], bool] | None) -> Iterator[None]:
+    """Run the statements inside so that SQLite abandons them once ``should_stop()`` is true; they
+    then raise an error that ``is_interruption`` recognises. FTS5 does some of its work in one step
+    (merging a prefix's doclists), so this stops a query soon after, not at once."""
+    if should_stop is None:
+        yield
+        return
+    conn.set_progress_handler(lambda: 1 if should_stop() else 0, PROGRESS_STEPS)
+    try:
+        yield
+    finally:
+        conn.set_progress_handler(None, 0)
+
+
+# ---- the index's files on disk ---------------------------------------------------------------
+
+
+def lock_path(db_path: Path) -> Path:
+    return db_path.with_name(db_path.name + LOCK_SUFFIX)
+
+
+def prepare_index_directory(directory: Path) -> None:
+    """Create the index directory, and any missing folder above it, private to its owner (0700);
+    then check it (check_index_directory)."""
+    missing = []
+    folder = directory
+    while not os.path.lexists(folder) and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, PRIVATE_DIRECTORY_MODE)
+            os.chmod(folder, PRIVATE_DIRECTORY_MODE)  # mkdir's mode is narrowed by the umask only
+        except FileExistsError:
+            pass
+    check_index_directory(directory)
+    mode = os.stat(directory).st_mode
+    if mode & 0o077:
+        logger.warning(
+            "index directory %s is mode %o: other users can see the names of its index files (their"
+            " contents are private, mode 600); chmod 700 it to hide them", directory, mode & 0o777,
+        )
+
+
+def check_index_directory(directory: Path) -> None:
+    """Raise unless ``directory`` is safe to keep the index in: a directory owned by this user (or
+    root) that no other user may write to. Another user who could write there could replace the
+    index with theirs, or put links where its WAL or lock go."""
+    st = os.stat(directory)
+    if not stat.S_ISDIR(st.st_mode):
+        raise NotADirectoryError(f"{directory} is not a directory")
+    if st.st_uid not in (os.geteuid(), 0):
+        raise PermissionError(f"{directory} belongs to another user (uid {st.st_uid}); choose a directory of your own")
+    if st.st_mode & stat.S_IWOTH:
+        raise PermissionError(f"any user may write to {directory}; choose a directory only you can write to")
+    if st.st_mode & stat.S_IWGRP and not _own_private_group(st.st_gid):
+        raise PermissionError(
+            f"the group of {directory} (gid {st.st_gid}) may write to it; choose a directory only you can write to,"
+            " or chmod g-w it"
+        )
+
+
+def _own_private_group(gid: int) -> bool:
+    """True for this user's own group (the user's primary group, named after the user, with no
+    other members listed), as many systems give each user: its write permission is the user's."""
+    try:
+        group, user = grp.getgrgid(gid), pwd.getpwuid(os.geteuid())
+    except KeyError:
+        return False
+    return gid == user.pw_gid and group.gr_name == user.pw_name and not [m for m in group.gr_mem if m != user.pw_name]
+
+
+def _index_file_problem(st: os.stat_result) -> str | None:
+    """Why a file at the index's path (lstat-ed) must not be used as the index, or None."""
+    if stat.S_ISLNK(st.st_mode):
+        return "a symbolic link, not an index file"
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file"
+    if st.st_uid != os.geteuid():
+        return f"a file of another user (uid {st.st_uid})"
+    return None
+
+
+def other_settings_indexes(db_path: Path) -> list[Path]:
+    """Index files of the same source built with other settings (see ServerConfig.db_path)."""
+    prefix = db_path.name[: -len(DB_SUFFIX)].rsplit("-", 1)[0] + "-"
+    try:
+        names = os.listdir(db_path.parent)
+    except OSError:
+        return []
+    return sorted(
+        db_path.parent / name for name in names
+        if name.startswith(prefix) and name.endswith(DB_SUFFIX) and name != db_path.name
+    )
+
+
+def _open_private_file(path: Path, flags: int) -> int:
+    """Open (creating it 0600 if missing) a regular file of the index; never through a link, and
+    never blocking on a FIFO. A link, FIFO or socket in its place is removed first (the index
+    directory holds none of its own); a folder there is an error."""
+    flags |= os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, PRIVATE_FILE_MODE)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        fd = None
+    if fd is not None:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode):
+            if st.st_mode & 0o077:
+                os.fchmod(fd, PRIVATE_FILE_MODE)
+            return fd
+        os.close(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(f"{path} is a folder where the index keeps a file of its own; remove it")
+    logger.warning("removing %s: not a file, where the index keeps a file of its own", path)
+    os.unlink(path)
+    return os.open(path, flags | os.O_EXCL, PRIVATE_FILE_MODE)
+
+
+def _make_private(path: Path) -> None:
+    """Create the database file 0600 if missing (SQLite gives its WAL and shared-memory files the
+    database's mode), narrow the mode of files an older version left readable by others, and
+    remove a link or other non-file where SQLite would open its WAL, shared memory or journal:
+    SQLite could otherwise write through a link planted there, or fail on it forever."""
+    os.close(_open_private_file(path, os.O_RDONLY))
+    for side in (Path(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal")):
+        try:
+            st = os.lstat(side)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(f"{side} is a folder where the index keeps a file of its own; remove it")
+        if not stat.S_ISREG(st.st_mode):
+            logger.warning("removing %s: not a file, where the index keeps a file of its own", side)
+            os.unlink(side)
+        elif st.st_mode & 0o077:
+            os.chmod(side, PRIVATE_FILE_MODE)
+
+
+class LockHolder(NamedTuple):
+    """What the process holding an index's write lock says it is doing (see WriterLock.record),
+    and the index's error count as it knew it (which outlives a damaged index's meta table)."""
+
+    pid: int | None
+    phase: str = ""
+    files_done: int = 0
+    files_total: int = 0
+    errors: int = 0
+
+
+#: The lock file holds one record of this many bytes, always rewritten whole in one write, so that
+#: a reader never sees it half written.
+LOCK_RECORD_BYTES = 96
+
+
+class WriterLock:
+    """The write lock of one index across processes: an flock on ``<index>.lock``.
+
+    One process writes an index at a time: it holds this lock for a whole scan, or for one
+    file's refresh. Other processes answer searches from the same file meanwhile (readers never
+    wait, WAL) and write when it is free; the kernel frees it when its holder exits or dies.
+    Within a process it is re-entrant and shared by threads, so a refresh during the process's own
+    scan goes ahead between the scan's batches (IndexWriter.lock orders the transactions).
+
+    The holder writes what it is doing into the file (record), which holder() reads: status from
+    any process sees a scan as it goes. A lock file deleted or replaced under its holder would let
+    a second process in: each entry checks that the file at the path is still the one locked, and
+    locks the new one (waiting for its holder) if not.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._mutex = threading.Lock()  # held while waiting for the flock, so threads wait in turn
+        self._fd: int | None = None
+        self._depth = 0
+
+    @contextmanager
+    def held(self, on_wait: Callable[[int | None], None] | None = None, stop: Callable[[], bool] | None = None) -> Iterator[None]:
+        """Hold the lock inside; ``on_wait(pid of the holder)`` is called once if another process
+        has it. Raises Cancelled if ``stop()`` turns true while waiting."""
+        with self._mutex:
+            if self._depth == 0:
+                self._fd = self._take(on_wait, stop)
+            elif not self._still_ours():
+                fresh = self._take(on_wait, stop)
+                os.close(self._fd)  # type: ignore[arg-type]
+                self._fd = fresh
+            self._depth += 1
+        try:
+            yield
+        finally:
+            self._release()
+
+    def try_hold(self) -> bool:
+        """Take the lock if nobody else has it (release with ``release``); False otherwise."""
+        with self._mutex:
+            if self._depth == 0:
+                fd = self._open()
+                if not self._locked(fd):
+                    os.close(fd)
+                    return False
+                self._fd = fd
+            self._depth += 1
+            return True
+
+    def release(self) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        with self._mutex:
+            self._depth -= 1
+            if self._depth == 0 and self._fd is not None:
+                os.close(self._fd)  # closing the only descriptor releases the flock
+                self._fd = None
+
+    def _open(self) -> int:
+        try:
+            return _open_private_file(self.path, os.O_RDWR)
+        except FileNotFoundError:  # the index directory was deleted: make it again
+            prepare_index_directory(self.path.parent)
+            return _open_private_file(self.path, os.O_RDWR)
+
+    def _locked(self, fd: int) -> bool:
+        """Lock ``fd``; True if locked and it is still the file at the path (then stamped)."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        if not _same_file(fd, self.path):
+            return False  # deleted or replaced after it was opened: the caller opens the new one
+        self._write(fd, f"holding 0 0 {_read_holder(fd).errors}")
+        return True
+
+    def _take(self, on_wait: Callable[[int | None], None] | None, stop: Callable[[], bool] | None) -> int:
+        told = False
+        while True:
+            fd = self._open()
+            try:
+                if self._locked(fd):
+                    return fd
+                if on_wait is not None and not told:
+                    on_wait(_read_holder(fd).pid)
+                    told = True
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)
+            if stop is not None and stop():
+                raise Cancelled("stopped while waiting for another process to finish writing the index")
+            time.sleep(LOCK_POLL_SECONDS)
+
+    def _still_ours(self) -> bool:
+        return self._fd is not None and _same_file(self._fd, self.path)
+
+    @staticmethod
+    def _write(fd: int, note: str) -> None:
+        record = f"{os.getpid()} {note}".encode("ascii", "replace")[: LOCK_RECORD_BYTES - 1]
+        os.pwrite(fd, record.ljust(LOCK_RECORD_BYTES - 1) + b"\n", 0)
+
+    def record(self, phase: str, files_done: int = 0, files_total: int = 0, errors: int = 0) -> None:
+        """Say what the holder is doing, and the error count, for holder() in any process (held only)."""
+        if self._fd is not None:
+            self._write(self._fd, f"{phase} {files_done} {files_total} {errors}")
+
+    def _open_to_read(self) -> int | None:
+        """A descriptor of the lock file if it is a regular file (never a link, never a FIFO's wait)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError:
+            return None
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+        os.close(fd)
+        return None
+
+    def last_record(self) -> LockHolder | None:
+        """What the last holder recorded, whether or not anyone holds the lock now."""
+        fd = self._open_to_read()
+        if fd is None:
+            return None
+        try:
+            return _read_holder(fd)
+        finally:
+            os.close(fd)
+
+    def holder(self) -> LockHolder | None:
+        """Who holds the lock now (this process included) and what it recorded, or None."""
+        fd = self._open_to_read()
+        if fd is None:
+            return LockHolder(os.getpid()) if self._depth else None
+        try:
+            if not self._depth:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return _read_holder(fd)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                return None
+            return _read_holder(fd)
+        finally:
+            os.close(fd)
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (opened.st_dev, opened.st_ino)
+
+
+def _read_holder(fd: int) -> LockHolder:
+    """Parse what WriterLock._write put in the lock file; a torn or foreign text gives what it can."""
+    try:
+        fields = os.pread(fd, LOCK_RECORD_BYTES, 0).decode("ascii", "replace").split()
+    except OSError:
+        return LockHolder(None)
+    numbers = [int(field) if field.isdigit() else 0 for field in fields[2:5]]
+    pid = int(fields[0]) if fields and fields[0].isdigit() else None
+    return LockHolder(pid, fields[1] if len(fields) > 1 else "", *numbers)
+
+
+def compress(text: str) -> bytes:
+    return zlib.compress(text.encode("utf-8"), COMPRESSION_LEVEL)
+
+
+class SectionDamaged(sqlite3.DatabaseError):
+    """A section's stored text does not decompress: the file is damaged where SQLite's own checks
+    do not look (is_corruption says so, and the index is rebuilt)."""
+
+    sqlite_errorcode = 11  # SQLITE_CORRUPT
+
+
+def decompress(blob: bytes) -> str:
+    try:
+        return zlib.decompress(blob).decode("utf-8")
+    except (zlib.error, UnicodeDecodeError, TypeError) as exc:
+        raise SectionDamaged(f"a section's stored text is damaged ({exc})") from None
+
+
+def section_id(file_id: int, n: int) -> int:
+    return (file_id << SECTION_BITS) | n
+
+
+def file_id_of(section_rowid: int) -> int:
+    return section_rowid >> SECTION_BITS
+
+
+class IndexWriter:
+    """The single writing connection. Every method that writes must run inside ``transaction()``.
+
+    ``file_signatures()`` is kept between calls, so a rescan that finds nothing changed does not
+    read every row again. It always equals the committed ``files`` table as this connection sees
+    it: it is kept only when loaded outside a transaction; every method that writes to ``files``
+    drops it; it belongs to the connection it was loaded on (a rebuild or reopen opens a new one);
+    and it is reloaded when ``PRAGMA data_version`` says another connection committed since.
+    """
+
+    def __init__(
+        self, db_path: Path, on_wait: Callable[[int | None], None] | None = None, stop: Callable[[], bool] | None = None
+    ) -> None:
+        """Open (creating or repairing it) the index at ``db_path``, holding the write lock to do so:
+        ``on_wait`` and ``stop`` are as for WriterLock.held."""
+        self.db_path = db_path
+        self.lock = threading.RLock()
+        self.recovered_from: str | None = None
+        prepare_index_directory(db_path.parent)
+        self.write_lock = WriterLock(lock_path(db_path))
+        with self.write_lock.held(on_wait, stop):
+            self.conn, self.inode = self._open()
+        self._signatures: tuple[sqlite3.Connection, int, dict[Signature, int]] | None = None
+
+    def _open(self) -> tuple[sqlite3.Connection, int]:
+        """A connection to a usable index at db_path (a damaged one is moved aside first) and the
+        inode it opened, so a later deletion or replacement of the file can be noticed."""
+        check_index_directory(self.db_path.parent)  # again at each reopen: it may have been replaced
+        problem = _file_problem(self.db_path)
+        if problem is None:
+            _make_private(self.db_path)
+            conn = connect(self.db_path)
+            try:
+                _prepare_schema(conn)
+                return conn, os.stat(self.db_path).st_ino
+            except sqlite3.DatabaseError as exc:
+                conn.close()
+                if not is_corruption(exc) and "schema" not in str(exc):
+                    raise
+                problem = str(exc)
+        self.recovered_from = self.move_aside(problem)
+        _make_private(self.db_path)
+        conn = connect(self.db_path)
+        _prepare_schema(conn)
+        return conn, os.stat(self.db_path).st_ino
+
+    def move_aside(self, problem: str) -> str:
+        """Rename a damaged database (and its WAL) out of the way, private; return the new name."""
+        stamp = time.strftime("%Y%m%dT%H%M%S") + f"-{time.time_ns() % 1_000_000:06d}"
+        target = self.db_path.with_name(f"{self.db_path.name}.corrupt-{stamp}")
+        logger.warning("index %s is unusable (%s); moved it to %s and rebuilding", self.db_path, problem, target.name)
+        for suffix in ("", "-wal", "-shm"):
+            side, moved = Path(f"{self.db_path}{suffix}"), Path(f"{target}{suffix}")
+            try:
+                os.replace(side, moved)
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(os.lstat(moved).st_mode):
+                os.chmod(moved, PRIVATE_FILE_MODE)
+        return target.name
+
+    def rebuild_after_corruption(self, problem: str) -> None:
+        """Close, move the damaged file aside and start an empty index in its place."""
+        with self.write_lock.held(), self.lock:
+            try:
+                self.conn.close()
+            except sqlite3.Error:
+                pass
+            self.recovered_from = self.move_aside(problem)
+            self.conn, self.inode = self._open()
+
+    def file_replaced(self) -> bool:
+        """True if the database file was deleted or replaced since this writer opened it."""
+        try:
+            return os.stat(self.db_path).st_ino != self.inode
+        except FileNotFoundError:
+            return True
+
+    def reopen(self) -> None:
+        """Open whatever is at the database path now: a new empty index if the file was deleted."""
+        with self.write_lock.held(), self.lock:
+            self.conn.close()
+            self.conn, self.inode = self._open()
+
+    def close(self) -> None:
+        """Truncate the WAL (unless another process is writing: it will), then close."""
+        with self.lock:
+            if self.write_lock.try_hold():
+                try:
+                    self.truncate_wal()
+                except sqlite3.Error as exc:
+                    logger.warning("could not truncate the WAL of %s on closing: %s", self.db_path, exc)
+                finally:
+                    self.write_lock.release()
+            self.conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction, holding the write lock; if it changed anything, it also gives the
+        index a new generation()."""
+        with self.write_lock.held(), self.lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            changes = self.conn.total_changes
+            try:
+                yield
+                if self.conn.total_changes != changes:
+                    # Unique across index files too: readers of a replaced file see another value.
+                    self.set_meta("generation", f"{time.time_ns()}-{os.getpid()}")
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    def file_signatures(self) -> Mapping[Signature, int]:
+        """The Signature of every indexed file -> when it was indexed (ns).
+
+        Shared with later calls: do not change it.
+        """
+        version = self.conn.execute("PRAGMA data_version").fetchone()[0]
+        cached = self._signatures
+        if cached is not None and cached[0] is self.conn and cached[1] == version:
+            return cached[2]
+        rows = self.conn.execute("SELECT path, mtime_ns, size, inode, ctime_ns, indexed_at_ns FROM files")
+        signatures = {row[:5]: row[5] for row in rows}
+        if not self.conn.in_transaction:  # rows read inside one may still be rolled back
+            self._signatures = (self.conn, version, signatures)
+        return signatures
+
+    def stored_file(self, path: str) -> StoredFile | None:
+        return stored_file(self.conn, path)
+
+    def upsert_file(self, loaded: LoadedFile, file_id: int | None) -> None:
+        """Replace a file's sections and metadata (call inside a transaction)."""
+        self._signatures = None
+        if file_id is not None:
+            self._delete_sections(file_id)
+        values = (
+            loaded.path, loaded.mtime_ns, loaded.size, loaded.inode, loaded.ctime_ns, loaded.content_hash,
+            loaded.read_at_ns, loaded.encoding, int(loaded.fallback_decoded), loaded.title, len(loaded.sections),
+        )
+        if file_id is None:
+            file_id = self.conn.execute(
+                "INSERT INTO files (path, mtime_ns, size, inode, ctime_ns, content_hash, indexed_at_ns, encoding,"
+                " fallback_decoded, title, section_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                values,
+            ).lastrowid
+        else:
+            self.conn.execute(
+                "UPDATE files SET path = ?, mtime_ns = ?, size = ?, inode = ?, ctime_ns = ?, content_hash = ?,"
+                " indexed_at_ns = ?, encoding = ?, fallback_decoded = ?, title = ?, section_count = ? WHERE id = ?",
+                (*values, file_id),
+            )
+        self._insert_sections(file_id, loaded)
+
+    def _insert_sections(self, file_id: int, loaded: LoadedFile) -> None:
+        title, sections = loaded.title, loaded.sections
+        ids = [section_id(file_id, n) for n in range(len(sections))]
+        self.conn.executemany(
+            "INSERT INTO sections (id, start_line, end_line, heading, body, said) VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (i, s.start_line, s.end_line, s.heading, body, said)
+                for i, s, body, said in zip(ids, sections, loaded.compressed_bodies, loaded.said_keys, strict=True)
+            ],
+        )
+        self.conn.executemany(
+            "INSERT INTO sections_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
+            [_fts_row(i, title, s.heading, s.body) for i, s in zip(ids, sections, strict=True)],
+        )
+
+    def _delete_sections(self, file_id: int) -> None:
+        # A contentless FTS5 table forgets a row only when given the exact values it indexed.
+        title_row = self.conn.execute("SELECT title FROM files WHERE id = ?", (file_id,)).fetchone()
+        title = title_row[0] if title_row else ""
+        low, high = section_id(file_id, 0), section_id(file_id, MAX_SECTIONS_PER_FILE - 1)
+        old = self.conn.execute(
+            "SELECT id, heading, body FROM sections WHERE id BETWEEN ? AND ?", (low, high)
+        ).fetchall()
+        self.conn.executemany(
+            "INSERT INTO sections_fts (sections_fts, rowid, title, heading, body) VALUES ('delete', ?, ?, ?, ?)",
+            [_fts_row(rowid, title, heading, decompress(body)) for rowid, heading, body in old],
+        )
+        self.conn.execute("DELETE FROM sections WHERE id BETWEEN ? AND ?", (low, high))
+
+    def remove_file(self, file_id: int) -> None:
+        self._signatures = None
+        self._delete_sections(file_id)
+        self.conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
+
+    def mark_verified(self, file_id: int, indexed_at_ns: int, mtime_ns: int, inode: int, ctime_ns: int) -> None:
+        """Record that an unchanged file was re-checked (its content hash matched) at a later time."""
+        self._signatures = None
+        self.conn.execute(
+            "UPDATE files SET indexed_at_ns = ?, mtime_ns = ?, inode = ?, ctime_ns = ? WHERE id = ?",
+            (indexed_at_ns, mtime_ns, inode, ctime_ns, file_id),
+        )
+
+    def replace_skipped(self, skipped: Iterable[tuple[str, str, str, str | None]]) -> None:
+        """The skipped files a scan found: (path, reason, detail, the signature a skip stands for
+        until the file changes, or None)."""
+        self.conn.execute("DELETE FROM skipped")
+        self.conn.executemany("INSERT OR REPLACE INTO skipped (path, reason, detail, signature) VALUES (?, ?, ?, ?)", skipped)
+
+    def remembered_skips(self) -> dict[str, tuple[str, str, str]]:
+        """path -> (signature, reason, detail) of the skips that stand until the file changes."""
+        rows = self.conn.execute("SELECT path, signature, reason, detail FROM skipped WHERE signature IS NOT NULL")
+        return {path: (signature, reason, detail) for path, signature, reason, detail in rows}
+
+    def set_skipped(self, path: str, reason: str, detail: str) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO skipped (path, reason, detail) VALUES (?, ?, ?)", (path, reason, detail)
+        )
+
+    def clear_skipped(self, path: str) -> None:
+        self.conn.execute("DELETE FROM skipped WHERE path = ?", (path,))
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def set_meta_values(self, values: Mapping[str, str]) -> None:
+        self.conn.executemany("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", values.items())
+
+    def meta(self) -> dict[str, str]:
+        return dict(self.conn.execute("SELECT key, value FROM meta").fetchall())
+
+    def skipped_entries(self, reasons: Iterable[str]) -> list[tuple[str, str, str]]:
+        """(path, reason, detail) of the files last skipped for one of ``reasons``, by path."""
+        return self.conn.execute(
+            "SELECT path, reason, detail FROM skipped WHERE reason IN (SELECT value FROM json_each(?)) ORDER BY path",
+            (json.dumps(list(reasons)),),
+        ).fetchall()
+
+    def wal_bytes(self) -> int:
+        try:
+            return os.stat(f"{self.db_path}-wal").st_size
+        except OSError:
+            return 0
+
+    def optimize(self) -> None:
+        """Merge the FTS index into one segment: smaller and faster to query after a bulk load."""
+        with self.write_lock.held(), self.lock:
+            self.conn.execute("INSERT INTO sections_fts (sections_fts) VALUES ('optimize')")
+
+    def release_free_pages(self) -> None:
+        """Give pages left free by FTS5's segment merges back to the file system, when they are more
+        than 1/16 of the file (indexes are created with incremental auto-vacuum)."""
+        with self.write_lock.held(), self.lock:
+            free = self.conn.execute("PRAGMA freelist_count").fetchone()[0]
+            if free * 16 > self.conn.execute("PRAGMA page_count").fetchone()[0]:
+                self.conn.executescript("PRAGMA incremental_vacuum;")  # a plain execute frees one page only
+
+    def quick_check(self, sections_too: bool = False) -> str:
+        """PRAGMA quick_check on a fresh connection (the writer's page cache can hide damage on
+        disk), and with ``sections_too`` that every section's text decompresses: "ok" or the fault."""
+        conn = connect(self.db_path)
+        try:
+            verdict = conn.execute("PRAGMA quick_check").fetchone()[0]
+            if verdict == "ok" and sections_too:
+                for (body,) in conn.execute("SELECT body FROM sections"):
+                    decompress(body)
+            return verdict
+        except SectionDamaged as exc:
+            return str(exc)
+        finally:
+            conn.close()
+
+    def truncate_wal(self) -> bool:
+        """Copy the WAL into the database and cut it to zero bytes; False if a reader still in an
+        older snapshot kept it from finishing (the next call does)."""
+        with self.write_lock.held(), self.lock:
+            self.conn.execute(f"PRAGMA busy_timeout = {CHECKPOINT_BUSY_MS}")
+            try:
+                busy, _, _ = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            finally:
+                self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        return not busy
+
+
+def _file_problem(db_path: Path) -> str | None:
+    """Cheap checks before SQLite sees the file: it must be a regular file of this user, not a
+    link, and a non-empty one must start with SQLite's header."""
+    try:
+        st = os.lstat(db_path)
+    except FileNotFoundError:
+        return None
+    problem = _index_file_problem(st)
+    if problem:
+        return problem
+    with open(db_path, "rb") as handle:
+        header = handle.read(len(SQLITE_HEADER))
+    if header and header != SQLITE_HEADER:
+        return "not an SQLite database" if len(header) == len(SQLITE_HEADER) else "truncated file"
+    return None
+
+
+def _prepare_schema(conn: sqlite3.Connection) -> None:
+    # Takes effect only on a new, empty file, and only before journal_mode: lets a large scan give
+    # back the pages FTS5 merges free (see release_free_pages).
+    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if version != SCHEMA_VERSION or not {"files", "sections", "sections_fts", "skipped", "meta"} <= tables:
+        if tables:
+            raise sqlite3.DatabaseError(f"schema version {version} with tables {sorted(tables)[:5]} is not this daemon's schema")
+        conn.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+    hashsize = conn.execute("SELECT v FROM sections_fts_config WHERE k = 'hashsize'").fetchone()
+    if hashsize is None or hashsize[0] != FTS_HASH_BYTES:  # FTS5 keeps its settings in the index
+        conn.execute("INSERT INTO sections_fts (sections_fts, rank) VALUES ('hashsize', ?)", (FTS_HASH_BYTES,))
+
+
+# ---- reading ---------------------------------------------------------------------------------
+
+
+_reader_local = threading.local()
+
+
+def reader(db_path: Path) -> sqlite3.Connection:
+    """This thread's reading connection to ``db_path`` (reopened if the file was replaced)."""
+    cached = getattr(_reader_local, "conns", None)
+    if cached is None:
+        cached = _reader_local.conns = {}
+    inode = _readable_index(db_path)
+    entry = cached.get(db_path)
+    if entry is not None and entry[1] == inode:
+        return entry[0]
+    if entry is not None:
+        entry[0].close()
+    try:
+        conn = sqlite3.connect(
+            f"file:{quote(os.fsencode(db_path))}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+        )
+        _configure(conn)
+        conn.create_function("path_matches", 2, _path_matches, deterministic=True)
+        conn.execute(f'CREATE VIRTUAL TABLE IF NOT EXISTS temp.snippet_fts USING fts5(title, heading, body, tokenize="{TOKENIZER}")')
+        conn.execute("CREATE TEMP TABLE IF NOT EXISTS question_hits (id INTEGER PRIMARY KEY, score REAL NOT NULL)")
+        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sections_vocab USING fts5vocab(main, sections_fts, row)")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.Error as exc:
+        raise IndexUnavailableError(str(db_path), f"cannot open: {exc}") from None
+    if version != SCHEMA_VERSION:
+        conn.close()
+        raise IndexUnavailableError(str(db_path), "not initialised yet")
+    cached[db_path] = (conn, inode)
+    return conn
+
+
+def _readable_index(db_path: Path) -> int:
+    """The inode of the index file at ``db_path``, after the checks a writer makes when it opens
+    it (see check_index_directory, _index_file_problem): a reader never follows a link to another
+    index, nor reads one that another user could have put there."""
+    try:
+        check_index_directory(db_path.parent)
+        st = os.lstat(db_path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise IndexUnavailableError(str(db_path), "no index yet; it is created by the first scan") from None
+    except OSError as exc:
+        raise IndexUnavailableError(str(db_path), f"cannot read it: {exc.strerror or exc}") from None
+    problem = _index_file_problem(st)
+    if problem:
+        raise IndexUnavailableError(str(db_path), f"it is {problem}; not reading it (the next scan moves it aside)")
+    return st.st_ino
+
+
+def drop_reader(db_path: Path) -> None:
+    """Forget this thread's connection (after an error), so the next call opens a fresh one."""
+    entry = getattr(_reader_local, "conns", {}).pop(db_path, None)
+    if entry is not None:
+        entry[0].close()
+
+
+_words_local = threading.local()
+
+
+def _word_tables() -> sqlite3.Connection:
+    """This thread's in-memory FTS5 tables that split text as the index does: ``words`` (not
+    stemmed) and ``stems`` (stemmed, as the index stores them), each with its list of tokens."""
+    conn = getattr(_words_local, "conn", None)
+    if conn is None:
+        conn = _words_local.conn = sqlite3.connect(":memory:", isolation_level=None)
+        conn.execute(f'CREATE VIRTUAL TABLE words USING fts5(text, tokenize="{WORD_TOKENIZER}")')
+        conn.execute("CREATE VIRTUAL TABLE words_read USING fts5vocab(words, instance)")
+        conn.execute(f'CREATE VIRTUAL TABLE stems USING fts5(text, tokenize="{TOKENIZER}")')
+        conn.execute("CREATE VIRTUAL TABLE stems_read USING fts5vocab(stems, instance)")
+    return conn
+
+
+def _tokens(texts: Sequence[str], table: str) -> list[list[str]]:
+    conn = _word_tables()
+    tokens: list[list[str]] = [[] for _ in texts]
+    conn.execute("BEGIN")
+    try:
+        # A lone surrogate cannot be given to SQLite: it becomes "?", which separates words.
+        conn.executemany(
+            f"INSERT INTO {table} (rowid, text) VALUES (?, ?)",
+            ((number, fts_text(text.encode("utf-8", "replace").decode("utf-8"))) for number, text in enumerate(texts)),
+        )
+        for number, token in conn.execute(f"SELECT doc, CAST(term AS BLOB) FROM {table}_read ORDER BY doc, offset"):
+            tokens[number].append(_stem_text(token))
+    finally:
+        conn.execute("ROLLBACK")
+    return tokens
+
+
+def _stem_text(term: bytes) -> str:
+    """A token as text. The porter stemmer works on bytes: it can cut a multi-byte character in two
+    ("a\ube79ing" loses "ing" and then one byte of a doubled "consonant"), so a stem may not be
+    UTF-8. Its broken bytes become U+FFFD, which unicode61 never puts in a token, so such a stem
+    matches no stem read back from the index; the word is then simply not counted."""
+    return term.decode("utf-8", "replace")
+
+
+def query_words(texts: Sequence[str]) -> list[list[str]]:
+    """The words FTS5 reads in each of ``texts``, in order: lowercase, without diacritics, not
+    stemmed (the index stems them when they are searched). Made by FTS5's own tokenizer, in an
+    in-memory table of this thread: a regular expression would disagree with it on thousands of
+    code points."""
+    return _tokens(texts, "words")
+
+
+def stems(words: Sequence[str]) -> list[str]:
+    """The stem the index stores for each of ``words`` (each one word, as query_words gives them)."""
+    return [" ".join(read) for read in _tokens(words, "stems")]
+
+
+def index_totals(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(sections, words in them) in the index, from FTS5's own record of them: no counting."""
+    row = conn.execute("SELECT block FROM sections_fts_data WHERE id = 1").fetchone()
+    values = _varints(row[0]) if row and row[0] else []
+    return (values[0], sum(values[1:])) if values else (0, 0)
+
+
+def _varints(blob: bytes) -> list[int]:
+    """SQLite's variable-length integers, one after another in ``blob``."""
+    values: list[int] = []
+    at = 0
+    while at < len(blob):
+        value = 0
+        for count in range(9):
+            byte = blob[at]
+            at += 1
+            if count == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if byte < 0x80 or at >= len(blob):
+                break
+        values.append(value)
+    return values
+
+
+def sections_with(conn: sqlite3.Connection, stems_: Iterable[str]) -> dict[str, int]:
+    """How many sections hold each of ``stems_`` (as stems() gives them; absent ones are left out)."""
+    # One lookup per stem: fts5vocab seeks for "term = ?", but reads its whole vocabulary for an IN.
+    held: dict[str, int] = {}
+    for stem in dict.fromkeys(stems_):
+        row = conn.execute("SELECT doc FROM temp.sections_vocab WHERE term = ?", (stem,)).fetchone()
+        if row:
+            held[stem] = row[0]
+    return held
+
+
+#: A rowid range [low, high) of sections_fts: the sections of a range of file ids.
+Span = tuple[int, int]
+EVERY_ROW: Span = (0, (1 << 63) - 1)
+
+
+def file_spans(conn: sqlite3.Connection, parts: int) -> list[Span]:
+    """``parts`` spans of about as many file ids each, covering every file (file ids are given in
+    increasing order, so max(id) is about the number of files ever indexed)."""
+    top = _top_file_id(conn)
+    if parts < 2 or top < parts:
+        return [EVERY_ROW]
+    bounds = [0] + [section_id(top * k // parts, 0) for k in range(1, parts)] + [EVERY_ROW[1]]
+    return list(itertools.pairwise(bounds))
+
+
+def estimated_matching_rows(conn: sqlite3.Connection, match: str, sample: int) -> int:
+    """Sections matching ``match``, estimated by counting them in the first 1/``sample`` of file ids
+    (ids start at 1)."""
+    top = _top_file_id(conn)
+    return estimated_rows_each(conn, [match], top // sample + 1)[0]
+
+
+def estimated_rows_each(conn: sqlite3.Connection, matches: Sequence[str], sample_files: int) -> list[int]:
+    """Sections matching each of ``matches``, estimated by counting them among the first
+    ``sample_files`` file ids: FTS5 reads only the start of each doclist."""
+    top = _top_file_id(conn)
+    sampled = max(1, min(sample_files, top))
+    cut = section_id(sampled + 1, 0)
+    counts = [
+        conn.execute("SELECT count(*) FROM sections_fts WHERE sections_fts MATCH ? AND rowid < ?", (match, cut)).fetchone()[0]
+        for match in matches
+    ]
+    return [count * top // sampled for count in counts]
+
+
+def _top_file_id(conn: sqlite3.Connection) -> int:
+    return conn.execute("SELECT max(id) FROM files").fetchone()[0] or 0
+
+
+def generation(conn: sqlite3.Connection) -> str | None:
+    """A value that changes with every committed write: equal on two connections means they read
+    the same index (compare inside their read transactions)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+    return row[0] if row else None
+
+
+class FileCondition(NamedTuple):
+    """A condition on the ``files`` table (file_condition makes one): SQL and its values."""
+
+    sql: str
+    values: tuple[object, ...]
+
+
+EVERY_PATH = FileCondition("", ())
+
+
+class Scope(NamedTuple):
+    """The files a search may return, bound as parameters: ``ids`` is a JSON array of file ids,
+    the only files allowed if ``inside``, else the files left out (a query's -exclusions);
+    ``rows`` is a rowid range holding every allowed file's sections, which FTS5 uses to skip the
+    rest of each doclist (a filter on a folder whose files were indexed together); ``passing``,
+    a condition each matching section's file is looked up for (a filter too wide to list)."""
+
+    ids: str
+    inside: bool
+    rows: Span
+    passing: FileCondition = EVERY_PATH
+
+
+EVERY_FILE = Scope("[]", False, EVERY_ROW)
+
+
+def scope_of(excluded: Sequence[int], allowed: Sequence[int] | None, passing: FileCondition = EVERY_PATH) -> Scope:
+    """The Scope of every file but ``excluded`` (and those failing ``passing``), or of ``allowed``
+    (sorted ids) but ``excluded``."""
+    if allowed is None:
+        return Scope(json.dumps(list(excluded)), False, EVERY_ROW, passing)
+    left_out = set(excluded)
+    kept = [file_id for file_id in allowed if file_id not in left_out]
+    rows = (section_id(kept[0], 0), section_id(kept[-1] + 1, 0)) if kept else (0, 0)
+    return Scope(json.dumps(kept), True, rows)
+
+
+def _scoped(scope: Scope, span: Span = EVERY_ROW) -> tuple[str, tuple[object, ...]]:
+    """The SQL condition (and its parameters) for sections_fts rows of ``scope`` within ``span``."""
+    low, high = max(span[0], scope.rows[0]), min(span[1], scope.rows[1])
+    test = "IN" if scope.inside else "NOT IN"
+    sql = f" AND sections_fts.rowid >= ? AND sections_fts.rowid < ? AND (sections_fts.rowid >> {SECTION_BITS}) {test} (SELECT value FROM json_each(?))"
+    if not scope.passing.sql:
+        return sql, (low, high, scope.ids)
+    passing = f" AND EXISTS (SELECT 1 FROM files WHERE files.id = sections_fts.rowid >> {SECTION_BITS} AND {scope.passing.sql})"
+    return sql + passing, (low, high, scope.ids, *scope.passing.values)
+
+
+def matching_files(conn: sqlite3.Connection, match: str) -> list[int]:
+    """The ids of the files with a section matching ``match``."""
+    rows = conn.execute(
+        f"SELECT DISTINCT rowid >> {SECTION_BITS} FROM sections_fts WHERE sections_fts MATCH ?", (match,)
+    ).fetchall()
+    return [file_id for (file_id,) in rows]
+
+
+def file_condition(
+    prefix: str, glob: str | None, suffixes: Sequence[str], modified: tuple[int | None, int | None], pattern: str | None
+) -> FileCondition:
+    """The files whose path starts with ``prefix`` (read from the index on paths), matches the
+    SQLite ``glob`` and the regular expression ``pattern`` (if any; see _path_matches), ends with
+    one of ``suffixes`` (any case; if any), and whose mtime_ns is within ``modified`` (from,
+    inclusive; until, exclusive; None: open)."""
+    conditions = ["files.path >= ?", "files.path < ?"]
+    values: list[object] = [prefix, prefix + "\U0010ffff"]
+    if glob is not None:
+        conditions.append("files.path GLOB ?")
+        values.append(glob)
+    if suffixes:
+        conditions.append("(" + " OR ".join("files.path LIKE ? ESCAPE '\\'" for _ in suffixes) + ")")
+        values.extend("%" + re.sub(r"([%_\\])", r"\\\1", suffix) for suffix in suffixes)
+    for condition, bound in zip(("files.mtime_ns >= ?", "files.mtime_ns < ?"), modified):
+        if bound is not None:
+            conditions.append(condition)
+            values.append(bound)
+    if pattern is not None:
+        conditions.append("path_matches(?, files.path)")
+        values.append(pattern)
+    return FileCondition(" AND ".join(conditions), tuple(values))
+
+
+def files_passing(conn: sqlite3.Connection, condition: FileCondition, most: int) -> list[int] | None:
+    """The ids of the files passing ``condition``, in order; None if there are more than ``most``."""
+    rows = conn.execute(f"SELECT id FROM files WHERE {condition.sql} LIMIT ?", (*condition.values, most + 1)).fetchall()
+    return sorted(file_id for (file_id,) in rows) if len(rows) <= most else None
+
+
+def _path_matches(pattern: str, path: str) -> bool:
+    """SQL path_matches(pattern, path): the regular expression matches the whole path (re caches it)."""
+    return re.fullmatch(pattern, path, re.S) is not None
+
+
+def best_section_per_file(
+    conn: sqlite3.Connection, match: str, weights: Sequence[float], limit: int, span: Span = EVERY_ROW, scope: Scope = EVERY_FILE
+) -> list[tuple[int, float]]:
+    """The best-ranked section of each of the top ``limit`` files in ``span``: [(section rowid, bm25)],
+    best first.
+
+    bm25() is negative, lower is better. First the best ``limit * CANDIDATE_SECTIONS_PER_FILE``
+    sections are ranked (a bounded sort, no temporary table): a file's best section ranks above its
+    others, so the first ``limit`` distinct files met in that order are exactly the answer. Only when
+    those candidates hold fewer files (a few files with very many matching sections) is every
+    matching section grouped by file.
+    """
+    candidates = limit * CANDIDATE_SECTIONS_PER_FILE
+    condition, values = _scoped(scope, span)
+    ranked = conn.execute(
+        f"SELECT rowid, bm25(sections_fts, ?, ?, ?) AS score FROM sections_fts WHERE sections_fts MATCH ?{condition}"
+        " ORDER BY score, rowid LIMIT ?",
+        (*weights, match, *values, candidates),
+    ).fetchall()
+    best: dict[int, tuple[int, float]] = {}
+    for rowid, score in ranked:
+        best.setdefault(rowid >> SECTION_BITS, (rowid, score))
+        if len(best) == limit:
+            return list(best.values())
+    if len(ranked) < candidates:
+        return list(best.values())  # every matching section was seen
+    return [(rowid, score) for rowid, score, _ in best_section_of_every_file(conn, match, weights, limit, span, scope)]
+
+
+def best_section_of_every_file(
+    conn: sqlite3.Connection, match: str, weights: Sequence[float], limit: int, span: Span = EVERY_ROW, scope: Scope = EVERY_FILE
+) -> list[tuple[int, float, int]]:
+    """Like best_section_per_file, by grouping every matching section in ``span`` by file; each row
+    also holds how many files matched. One pass: for an expression that does most of its work
+    deciding which rows match (a phrase, several AND-ed words), this costs little more than counting."""
+    # FTS5 refuses bm25() inside an aggregate; a materialized CTE computes it first.
+    condition, values = _scoped(scope, span)
+    return conn.execute(
+        "WITH hits AS MATERIALIZED (SELECT rowid AS id, bm25(sections_fts, ?, ?, ?) AS score"
+        f" FROM sections_fts WHERE sections_fts MATCH ?{condition}),"
+        f" by_file AS MATERIALIZED (SELECT id, min(score) AS best FROM hits GROUP BY id >> {SECTION_BITS})"
+        " SELECT id, best, (SELECT count(*) FROM by_file) FROM by_file ORDER BY best, id LIMIT ?",
+        (*weights, match, *values, limit),
+    ).fetchall()
+
+
+def terms_starting(conn: sqlite3.Connection, start: str, lengths: tuple[int, int]) -> list[tuple[str, int]]:
+    """[(stem, sections holding it)] of the index's stems that start with ``start`` and whose length
+    is within ``lengths`` (inclusive). Stems that are not UTF-8 are left out: see _stem_text."""
+    rows = conn.execute(
+        "SELECT CAST(term AS BLOB), doc FROM temp.sections_vocab WHERE term >= ? AND term < ? AND length(term) BETWEEN ? AND ?",
+        (start, start + "\U0010ffff", *lengths),
+    )
+    return [(text, count) for text, count in ((_stem_text(term), count) for term, count in rows) if "\ufffd" not in text]
+
+
+def first_section_matching(conn: sqlite3.Connection, match: str) -> int | None:
+    """The rowid of a section matching ``match``, if any."""
+    row = conn.execute("SELECT rowid FROM sections_fts WHERE sections_fts MATCH ? LIMIT 1", (match,)).fetchone()
+    return row[0] if row else None
+
+
+def files_with_each(conn: sqlite3.Connection, matches: Sequence[str], scope: Scope = EVERY_FILE) -> list[int]:
+    """The ids of the files of ``scope`` in which each of ``matches`` matches some section (not
+    necessarily the same one)."""
+    condition, values = _scoped(scope)
+    each = " INTERSECT ".join(
+        f"SELECT rowid >> {SECTION_BITS} AS id FROM sections_fts WHERE sections_fts MATCH ?{condition}" for _ in matches
+    )
+    rows = conn.execute(f"SELECT id FROM ({each}) ORDER BY id", [v for match in matches for v in (match, *values)]).fetchall()
+    return [file_id for (file_id,) in rows]
+
+
+def best_section_of_files(
+    conn: sqlite3.Connection, match: str, weights: Sequence[float], files: Sequence[int], limit: int
+) -> list[tuple[int, float]]:
+    """The best section matching ``match`` of each of the top ``limit`` of ``files``: [(rowid, bm25)]."""
+    return conn.execute(
+        "WITH hits AS MATERIALIZED (SELECT rowid AS id, bm25(sections_fts, ?, ?, ?) AS score FROM sections_fts"
+        f" WHERE sections_fts MATCH ? AND (rowid >> {SECTION_BITS}) IN (SELECT value FROM json_each(?)))"
+        f" SELECT id, min(score) AS best FROM hits GROUP BY id >> {SECTION_BITS} ORDER BY best, id LIMIT ?",
+        (*weights, match, json.dumps(list(files)), limit),
+    ).fetchall()
+
+
+def count_matching_files(conn: sqlite3.Connection, match: str, span: Span = EVERY_ROW, scope: Scope = EVERY_FILE) -> int:
+    condition, values = _scoped(scope, span)
+    return conn.execute(
+        f"SELECT count(DISTINCT rowid >> {SECTION_BITS}) FROM sections_fts WHERE sections_fts MATCH ?{condition}", (match, *values),
+    ).fetchone()[0]
+
+
+def stored_file(conn: sqlite3.Connection, path: str) -> StoredFile | None:
+    """What the index holds about the file at ``path`` (a source key), if anything."""
+    row = conn.execute(
+        "SELECT id, mtime_ns, size, inode, ctime_ns, content_hash, indexed_at_ns FROM files WHERE path = ?", (path,)
+    ).fetchone()
+    return StoredFile(*row) if row else None
+
+
+def load_sections(conn: sqlite3.Connection, rowids: Sequence[int], text: bool = True) -> dict[int, dict[str, object]]:
+    """Location and said key of the given sections, with their file's path, title and what a rescan
+    compares (``signature``, see models.Signature), and their ``body`` if ``text``; in the order
+    given (callers break ties by it)."""
+    rows = conn.execute(
+        f"SELECT s.id, s.start_line, s.end_line, s.heading, {'s.body' if text else 'NULL'}, s.said, f.path, f.title,"
+        f" f.mtime_ns, f.size, f.inode, f.ctime_ns FROM sections AS s JOIN files AS f ON f.id = s.id >> {SECTION_BITS}"
+        " WHERE s.id IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(rowids)),),
+    )
+    found = {
+        rowid: {
+            "start_line": start, "end_line": end, "heading": heading, "said": said, "path": path, "title": title,
+            "mtime_ns": mtime_ns, "signature": (path, mtime_ns, size, inode, ctime_ns),
+            **({"body": decompress(body)} if text else {}),
+        }
+        for rowid, start, end, heading, body, said, path, title, mtime_ns, size, inode, ctime_ns in rows
+    }
+    return {rowid: found[rowid] for rowid in rowids if rowid in found}
+
+
+def snippets(
+    conn: sqlite3.Connection, match: str, texts: Mapping[int, tuple[str, str, str]], markers: tuple[str, str], tokens: int
+) -> dict[int, str]:
+    """snippet() of the body for a handful of (title, heading, body) texts that match ``match``,
+    computed in a temporary FTS5 table.
+
+    The index is contentless (its text is stored compressed), so snippets are made from the few
+    sections being returned: this keeps snippet cost independent of the size of the index.
+    """
+    if not texts:
+        return {}
+    with snapshot(conn):
+        conn.execute("DELETE FROM temp.snippet_fts")
+        conn.executemany(
+            "INSERT INTO temp.snippet_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
+            [_fts_row(rowid, *text) for rowid, text in texts.items()],
+        )
+        rows = conn.execute(
+            "SELECT rowid, snippet(snippet_fts, 2, ?, ?, '…', ?) FROM temp.snippet_fts WHERE snippet_fts MATCH ?",
+            (markers[0], markers[1], tokens, match),
+        ).fetchall()
+    between = markers[1] + CJK_SEPARATOR + markers[0]  # two CJK words highlighted side by side read as one
+    return {rowid: shown_text(text.replace(between, "")) for rowid, text in rows}
+
+
+@contextmanager
+def snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """One read transaction: every query inside sees the same index, and what is written to temp
+    tables is rolled back at the end. Nested use joins the outer transaction."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:  # an interrupted write (to a temp table) already rolled it back
+            conn.execute("ROLLBACK")
+
+
+def score_question(conn: sqlite3.Connection, match: str, weights: Sequence[float], scope: Scope = EVERY_FILE) -> None:
+    """bm25 of every section of ``scope`` matching ``match`` into temp.question_hits (inside a snapshot)."""
+    conn.execute("DELETE FROM temp.question_hits")
+    condition, values = _scoped(scope)
+    conn.execute(
+        "INSERT INTO temp.question_hits (id, score)"
+        f" SELECT rowid, bm25(sections_fts, ?, ?, ?) FROM sections_fts WHERE sections_fts MATCH ?{condition}",
+        (*weights, match, *values),
+    )
+
+
+def best_question_hits(conn: sqlite3.Connection, limit: int) -> list[tuple[int, float]]:
+    """The best section of each of the top ``limit`` files in temp.question_hits, best first."""
+    return conn.execute(
+        f"SELECT id, min(score) AS best FROM temp.question_hits GROUP BY id >> {SECTION_BITS} ORDER BY best LIMIT ?",
+        (limit,),
+    ).fetchall()
+
+
+def best_with_feedback(
+    conn: sqlite3.Connection, feedback_match: str, weights: Sequence[float], feedback_share: float, limit: int,
+    scope: Scope = EVERY_FILE,
+) -> list[tuple[int, float]]:
+    """Like best_question_hits, each section scored by its question score plus its bm25 for
+    ``feedback_match`` scaled so that the best feedback score is ``feedback_share`` of the best
+    question score: a question of five words and one of fifty give their feedback the same say.
+    The question's doclists are not read again."""
+    condition, values = _scoped(scope)
+    return conn.execute(
+        "WITH feedback AS MATERIALIZED (SELECT rowid AS id, bm25(sections_fts, ?, ?, ?) AS score"
+        f" FROM sections_fts WHERE sections_fts MATCH ?{condition}),"
+        " scale AS (SELECT ? * coalesce((SELECT min(score) FROM temp.question_hits) / nullif((SELECT min(score) FROM feedback), 0), 0) AS k),"
+        " combined AS (SELECT id, sum(score) AS score FROM"
+        " (SELECT id, score FROM temp.question_hits UNION ALL SELECT id, (SELECT k FROM scale) * score FROM feedback) GROUP BY id)"
+        f" SELECT id, min(score) AS best FROM combined GROUP BY id >> {SECTION_BITS} ORDER BY best LIMIT ?",
+        (*weights, feedback_match, *values, feedback_share, limit),
+    ).fetchall()
+
+
+def index_counts(conn: sqlite3.Connection) -> dict[str, object]:
+    """Numbers for status: files, FTS rows, fallback-decoded files, skip counts, meta values."""
+    files, fallback = conn.execute("SELECT count(*), coalesce(sum(fallback_decoded), 0) FROM files").fetchone()
+    sections = conn.execute("SELECT count(*) FROM sections").fetchone()[0]
+    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    return {"indexed_files": files, "total_documents": sections, "fallback_decoded_files": fallback, "meta": meta}
+
+
+def skipped_files(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    return conn.execute("SELECT path, reason, detail FROM skipped ORDER BY path").fetchall()

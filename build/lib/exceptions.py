@@ -1,0 +1,83 @@
+"""Exception hierarchy: one base class, subclasses carry the context a person needs to act."""
+
+from __future__ import annotations
+
+
+class DocSearchError(Exception):
+    """Base class for every error this daemon raises on purpose."""
+
+
+class ConfigError(DocSearchError):
+    """A configuration value is missing, of the wrong type or out of range."""
+
+    def __init__(self, key: str, problem: str, origin: str | None = None) -> None:
+        self.key = key
+        self.problem = problem
+        self.origin = origin
+        where = f" (from {origin})" if origin else ""
+        super().__init__(f"{key}: {problem}{where}")
+
+
+class UnsafePathError(DocSearchError):
+    """A user-given path is refused because it leaves the source or is otherwise unsafe."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"path {path!r} refused: {reason}")
+
+
+class QueryError(DocSearchError):
+    """A search query cannot be turned into a search (e.g. it has no searchable term)."""
+
+    def __init__(self, query: str, reason: str) -> None:
+        self.query = query
+        self.reason = reason
+        shown = query if len(query) <= 80 else query[:77] + "..."
+        super().__init__(f"query {shown!r}: {reason}")
+
+
+class ArgumentError(DocSearchError):
+    """A tool's argument other than the query is out of range or malformed (a filter, an offset,
+    a heading or line range)."""
+
+    def __init__(self, name: str, problem: str) -> None:
+        self.name = name
+        self.problem = problem
+        super().__init__(f"{name}: {problem}")
+
+
+class IndexUnavailableError(DocSearchError):
+    """The index database cannot be opened or used right now."""
+
+    def __init__(self, db_path: str, reason: str) -> None:
+        self.db_path = db_path
+        self.reason = reason
+        super().__init__(f"index {db_path}: {reason}")
+
+
+class SourceUnavailableError(DocSearchError):
+    """The source directory itself cannot be listed: nothing in the index may be taken as deleted."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"source directory {path}: {reason}")
+
+
+class Cancelled(DocSearchError):
+    """Work stopped because its caller went away, cancelled it, or the process is stopping."""
+
+
+class FileSkipped(DocSearchError):
+    """A file is not indexed; ``reason`` is one of file_utils.SKIP_REASONS and is counted in status."""
+
+    def __init__(self, path: str, reason: str, detail: str = "") -> None:
+        self.path = path
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{path}: skipped ({reason}{': ' + detail if detail else ''})")
+
+    def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
+        # Loader processes send these back to the writer; pickle the fields, not the message.
+        return (FileSkipped, (self.path, self.reason, self.detail))

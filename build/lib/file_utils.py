@@ -1,0 +1,1388 @@
+"""Everything that touches the file system for content: walking, filters, reading, decoding, paths.
+
+Nothing here writes. Only regular files are ever opened, and they are opened non-blocking so a
+file swapped for a FIFO between the walk and the read cannot hang the daemon.
+"""
+
+from __future__ import annotations
+
+import bisect
+import codecs
+import errno
+import functools
+import hashlib
+import logging
+import os
+import re
+import stat
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from operator import attrgetter
+from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import unquote
+
+from exceptions import FileSkipped, SourceUnavailableError, UnsafePathError
+from models import DB_SUFFIX, DiskFile, Signature
+
+logger = logging.getLogger(__name__)
+
+#: Why a file is not indexed. Status counts files by these names.
+SKIP_REASONS = (
+    "excluded_extension",  # not in included_extensions, or in excluded_extensions
+    "excluded_directory",  # inside a version-control, dependency or trash folder (IGNORED_DIRECTORIES)
+    "hidden",  # its name, or a folder's it is in, starts with a dot (include_hidden: false)
+    "too_large",  # larger than max_file_size_mb
+    "binary",  # NUL bytes or many control bytes in the content sample
+    "not_regular_file",  # FIFO, socket, device
+    "symlink_outside_source",  # a link whose target leaves the source directory
+    "duplicate_link",  # a link to a file or folder inside the source, indexed under its real path
+    "duplicate_directory",  # a folder reached a second time without a link (a bind mount)
+    "ignored",  # a rule of a .gitignore or .ignore in its folder or above, or of .git/info/exclude
+    # (respect_gitignore: true, the default); a folder matched is not entered
+    "excluded_pattern",  # a rule of exclude_patterns; a folder matched is not entered
+    "symlink_loop",  # a link that resolves to itself
+    "broken_symlink",  # a link whose target does not exist
+    "undecodable_name",  # a name that is not valid UTF-8 cannot be stored or returned
+    "unreadable",  # permission denied or another OS error while listing or reading; what the
+    # index holds for it (a file, or every file under a folder) is kept until it can be read
+    "unavailable",  # a folder that was a file system of its own (a mounted drive) and is now
+    # another, holding none of the indexed files: unmounted, say. Its indexed files are kept
+    "vanished",  # deleted between the walk and the read
+)
+#: A folder that cannot be listed with one of these errors is gone, not unreadable.
+_GONE_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR})
+
+#: Folders never descended into, hidden files included or not: their files are tooling state,
+#: installed packages or deleted notes, not a person's text.
+IGNORED_DIRECTORIES = frozenset({".git", ".hg", ".svn", ".bzr", "node_modules", "__pycache__", ".venv", "venv", ".trash", ".Trash"})
+
+SNIFF_BYTES = 8192
+#: A path a client gives (refresh_index, get_document) is refused past this length.
+MAX_USER_PATH_CHARS = 4096
+#: A sample with more than this share of control bytes (other than tab, newlines, form feed,
+#: backspace and escape) is binary.
+MAX_CONTROL_SHARE = 0.10
+_CONTROL_BYTES = bytes(b for b in range(32) if b not in b"\t\n\r\f\b\x1b")
+#: Bytes that are not UTF-8 are decoded as Windows-1252 (printable Latin-1 plus curly quotes,
+#: dashes and the euro sign); its five unassigned bytes become U+FFFD. The file is flagged.
+FALLBACK_ENCODING = "cp1252"
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
+
+
+@dataclass(frozen=True)
+class FileFilter:
+    """Which files the walk hands to the indexer.
+
+    included_extensions: lower-case suffixes with their dot; a file's name must end in one.
+    excluded_extensions: suffixes that are never indexed; they win over included ones.
+    max_size_bytes: larger files are skipped as ``too_large`` without being opened.
+    index_directory: the daemon's own output folder, never indexed even inside the source.
+    include_hidden: index files and folders whose name starts with a dot (``.obsidian``,
+        ``.notes.md``); skipped as ``hidden`` when false, the default.
+    respect_gitignore: skip what the ``.gitignore`` and ``.ignore`` files of the source and its
+        folders, and the source's ``.git/info/exclude``, exclude, as git does (``ignored``). Only
+        files inside the source are read: never one above it, nor the user's global git config
+        (``core.excludesFile``). True by default.
+    exclude_patterns: more rules, in .gitignore syntax as if in a .gitignore at the source's top
+        (``drafts/**``, ``**/*.tmp``, ``build/``, ``!keep.md``); they take precedence over every
+        rule file, like git's ``--exclude``. Skipped as ``excluded_pattern``. A pattern that can
+        never match raises PatternError (a ValueError).
+    """
+
+    included_extensions: tuple[str, ...]
+    excluded_extensions: tuple[str, ...]
+    max_size_bytes: int
+    index_directory: Path
+    include_hidden: bool = False
+    respect_gitignore: bool = True
+    exclude_patterns: tuple[str, ...] = ()
+    #: exclude_patterns compiled (None: there are none).
+    exclude_rules: RuleSet | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # str.endswith takes a tuple: one C call per name instead of a loop per extension.
+        object.__setattr__(self, "included_extensions", tuple(self.included_extensions))
+        object.__setattr__(self, "excluded_extensions", tuple(self.excluded_extensions))
+        object.__setattr__(self, "exclude_patterns", tuple(self.exclude_patterns))
+        object.__setattr__(self, "exclude_rules", compile_exclude_patterns(self.exclude_patterns))
+
+    def accepts_name(self, name: str) -> bool:
+        lowered = name.lower()
+        return lowered.endswith(self.included_extensions) and not lowered.endswith(self.excluded_extensions)
+
+
+SkipCallback = Callable[[str, str, str], None]
+MountCallback = Callable[[str, str], None]
+_NAME = attrgetter("name")
+
+
+class _Folder(NamedTuple):
+    """A real folder the walk descends into: its path, and its device and inode."""
+
+    path: str
+    device: int
+    inode: int
+
+
+def identity(st: os.stat_result) -> str:
+    """A folder's device and inode: they change when a file system is mounted over it or unmounted
+    from it, or the folder is replaced by another."""
+    return f"{st.st_dev}:{st.st_ino}"
+
+
+def walk_source(
+    root: Path, file_filter: FileFilter, on_skip: SkipCallback, on_mount: MountCallback | None = None
+) -> Iterator[Signature]:
+    """Yield the Signature of every eligible file under ``root`` (already resolved); report others
+    to ``on_skip``, and each folder that is another file system (a mount point) to ``on_mount``,
+    with its identity.
+
+    A folder or file that exists but cannot be listed or stat-ed is reported as ``unreadable``
+    (a folder's path ends in "/"): it is not known to be gone. If the source itself cannot be
+    listed, SourceUnavailableError is raised. Links are never followed: one to a place inside the
+    source is a duplicate of that place's own path, which the walk reaches anyway; one to outside
+    is not the source. Iterative, so 300-deep trees do not hit the recursion limit.
+
+    Ignore rules (FileFilter.respect_gitignore, exclude_patterns) are compiled once per folder
+    that has rule files; a folder they exclude is reported once and not entered, so nothing in it
+    can be re-included (as in git). Rule files are found in the folder's listing, no extra call.
+    """
+    root_real = os.path.realpath(root)
+    index_real = os.path.realpath(file_filter.index_directory)
+    visited: set[tuple[int, int]] = set()
+    root_stat = os.stat(root_real)
+    visited.add((root_stat.st_dev, root_stat.st_ino))
+    accepts_name, max_size = file_filter.accepts_name, file_filter.max_size_bytes
+    skip_hidden = not file_filter.include_hidden
+    read_rule_files = file_filter.respect_gitignore
+    stack: list[tuple[str, str, int, _Rules | None]] = [(root_real, "", root_stat.st_dev, None)]
+    while stack:
+        dir_path, prefix, device, rules = stack.pop()
+        try:
+            dir_fd, listed = _list_directory(dir_path)
+        except OSError as exc:
+            if not prefix:
+                raise SourceUnavailableError(root_real, f"cannot list it: {exc.strerror or exc}") from None
+            if exc.errno not in _GONE_ERRNOS:
+                on_skip(prefix, "unreadable", f"cannot list the folder: {exc.strerror or exc}")
+            continue
+        skip_own_files = dir_path == index_real
+        try:
+            listed.sort(key=_NAME)
+            if not prefix:
+                rules = _root_rules(dir_fd, file_filter)
+            matcher = f_contains = f_slow = None
+            check_rules, f_names, f_ends, f_starts = False, frozenset(), {}, {}
+            if rules is not None:
+                own = _own_rules(dir_fd, prefix, listed) if read_rule_files else []
+                if own or rules.live:
+                    rules = rules.entered(prefix, own)
+                matcher = rules.matcher(prefix)
+                if matcher is not None and matcher.files is not None:
+                    pre = matcher.files
+                    check_rules, f_names, f_ends, f_starts, f_contains, f_slow = (
+                        True, pre.names, pre.ends, pre.starts, pre.contains, pre.slow
+                    )
+            for entry in reversed(listed):
+                name = entry.name
+                rel = prefix + name
+                try:
+                    # The common case first, since a rescan meets it for every file: a regular file
+                    # with an ASCII name the filter accepts, and no ignore rule that could match it
+                    # (_Prefilter.maybe, its C-level tests inline), needs only its stat. Whatever
+                    # this does not accept goes through _classify_entry, which runs every check and
+                    # reports why.
+                    if (
+                        entry.is_file(follow_symlinks=False) and name.isascii() and accepts_name(name) and not skip_own_files
+                        and not (skip_hidden and name[0] == ".")
+                        and not (check_rules and (
+                            name in f_names
+                            or (f_ends and (ends := f_ends.get(name[-1])) is not None and name.endswith(ends))
+                            or (f_starts and (starts := f_starts.get(name[0])) is not None and name.startswith(starts))
+                            or (f_contains is not None and f_contains(name)) or (f_slow is not None and f_slow(name, rel))
+                        ))
+                    ):
+                        st = entry.stat()
+                        if st.st_size <= max_size and stat.S_ISREG(st.st_mode):
+                            yield (rel, st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+                            continue
+                    found = _classify_entry(entry, dir_path, rel, root_real, index_real, visited, file_filter, on_skip, matcher)
+                except OSError as exc:
+                    if isinstance(exc, FileNotFoundError):
+                        continue  # gone between listing and stat: nothing to index, nothing to count
+                    on_skip(rel, "unreadable", exc.strerror or str(exc))
+                    continue
+                if found is None:
+                    continue
+                if isinstance(found, _Folder):
+                    if found.device != device and on_mount is not None:
+                        on_mount(rel + "/", f"{found.device}:{found.inode}")
+                    stack.append((found.path, rel + "/", found.device, rules))
+                elif not (skip_own_files and DB_SUFFIX in name):
+                    yield found
+        finally:
+            os.close(dir_fd)
+
+
+def _list_directory(dir_path: str) -> tuple[int, list[os.DirEntry[str]]]:
+    """Open a directory and list it; the caller closes the returned descriptor. Listed through the
+    descriptor, an entry's stat() resolves just its name instead of its whole path again, which
+    takes a fifth off the kernel's time per file."""
+    dir_fd = os.open(dir_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with os.scandir(dir_fd) as entries:
+            return dir_fd, list(entries)
+    except BaseException:
+        os.close(dir_fd)
+        raise
+
+
+def _classify_entry(
+    entry: os.DirEntry[str],
+    dir_path: str,
+    rel: str,
+    root_real: str,
+    index_real: str,
+    visited: set[tuple[int, int]],
+    file_filter: FileFilter,
+    on_skip: SkipCallback,
+    matcher: _Matcher | None = None,
+) -> Signature | _Folder | None:
+    """Return the Signature of an eligible file, a real folder to descend into, or None.
+
+    ``entry`` was listed from ``dir_path`` through a descriptor, so its own ``path`` is just its name.
+    ``matcher``: the ignore rules of the folder, if any.
+    """
+    if not entry.name.isascii() and has_surrogates(entry.name):
+        on_skip(rel.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), "undecodable_name", "")
+        return None
+    path = os.path.join(dir_path, entry.name)  # a non-link child of a real folder is real
+    if entry.is_symlink():
+        # An ignored link is reported as ignored (a link is never a folder to git's rules).
+        reason = matcher.decide(entry.name, rel, False) if matcher is not None else None
+        if reason:
+            on_skip(rel, reason, "")
+        else:
+            _skip_link(path, rel, root_real, on_skip)
+        return None
+    if entry.is_dir(follow_symlinks=False):
+        if entry.name in IGNORED_DIRECTORIES:
+            on_skip(rel + "/", "excluded_directory", "")
+            return None
+        if path == index_real and index_real != root_real:
+            return None  # the daemon's own output: not the user's content, not counted
+        if entry.name[0] == "." and not file_filter.include_hidden:
+            on_skip(rel + "/", "hidden", "")
+            return None
+        reason = matcher.decide(entry.name, rel, True) if matcher is not None else None
+        if reason:
+            on_skip(rel + "/", reason, "")
+            return None
+        st = entry.stat(follow_symlinks=False)
+        key = (st.st_dev, st.st_ino)
+        if key in visited:
+            on_skip(rel + "/", "duplicate_directory", "folder already indexed under another path")
+            return None
+        visited.add(key)
+        return _Folder(path, st.st_dev, st.st_ino)
+    return _eligible_file(entry, rel, file_filter, on_skip, matcher)
+
+
+def _skip_link(path: str, rel: str, root_real: str, on_skip: SkipCallback) -> None:
+    """Report why a link is not followed: the real path of what it points to wins."""
+    target = os.path.realpath(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        on_skip(rel, "broken_symlink", "")
+        return
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        on_skip(rel, "symlink_loop", "the link resolves to itself")
+        return
+    shown = rel + "/" if stat.S_ISDIR(st.st_mode) else rel
+    if not is_inside(target, root_real):
+        on_skip(shown, "symlink_outside_source", "")
+    else:
+        on_skip(shown, "duplicate_link", f"indexed as {os.path.relpath(target, root_real)}")
+
+
+def _eligible_file(
+    entry: os.DirEntry[str], rel: str, file_filter: FileFilter, on_skip: SkipCallback, matcher: _Matcher | None = None
+) -> Signature | None:
+    """The file's Signature if its name, ignore rules, type and size pass the filter."""
+    if not file_filter.accepts_name(entry.name):
+        on_skip(rel, "excluded_extension", "")
+        return None
+    if entry.name[0] == "." and not file_filter.include_hidden:
+        on_skip(rel, "hidden", "")
+        return None
+    reason = matcher.decide(entry.name, rel, False) if matcher is not None else None
+    if reason:
+        on_skip(rel, reason, "")
+        return None
+    st = entry.stat(follow_symlinks=False)
+    verdict = _size_and_type_verdict(st, file_filter)
+    if verdict:
+        on_skip(rel, *verdict)
+        return None
+    return (rel, st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+
+
+def _size_and_type_verdict(st: os.stat_result, file_filter: FileFilter) -> tuple[str, str] | None:
+    if not stat.S_ISREG(st.st_mode):
+        return ("not_regular_file", "")
+    if st.st_size > file_filter.max_size_bytes:
+        return ("too_large", f"{st.st_size} bytes")
+    return None
+
+
+def check_single_file(root: Path, rel: str, file_filter: FileFilter) -> DiskFile | None:
+    """Apply the walk's rules to one file given by a safe key; None if it no longer exists.
+
+    The ignore rules are those the walk would meet on the way to it: the rule files of each folder
+    from the source down to the file's, read as the walk reads them.
+    """
+    parts = rel.split("/")
+    if any(part in IGNORED_DIRECTORIES for part in parts[:-1]):
+        raise FileSkipped(rel, "excluded_directory")
+    if not file_filter.include_hidden and any(part.startswith(".") for part in parts):
+        raise FileSkipped(rel, "hidden")
+    if not file_filter.accepts_name(parts[-1]):
+        raise FileSkipped(rel, "excluded_extension")
+    reason = ignored_by_rules(root, parts, file_filter)
+    if reason:
+        raise FileSkipped(rel, reason)
+    try:
+        st = os.stat(os.path.join(root, rel))
+    except FileNotFoundError:
+        if os.path.islink(os.path.join(root, rel)):
+            raise FileSkipped(rel, "broken_symlink") from None
+        return None
+    except OSError as exc:
+        raise FileSkipped(rel, "unreadable", exc.strerror or str(exc)) from None
+    verdict = _size_and_type_verdict(st, file_filter)
+    if verdict:
+        raise FileSkipped(rel, *verdict)
+    return DiskFile(path=rel, mtime_ns=st.st_mtime_ns, size=st.st_size, inode=st.st_ino, ctime_ns=st.st_ctime_ns)
+
+
+def ignored_by_rules(root: Path, parts: list[str], file_filter: FileFilter, is_dir: bool = False) -> str | None:
+    """The reason (``ignored``, ``excluded_pattern``) the ignore rules skip the file (or with
+    ``is_dir``, the folder) at the path ``parts`` (its names from the source down), or one of the
+    folders it is in; else None. Reads the rule files of each folder on the way, as the walk does,
+    opening each folder with O_NOFOLLOW: a path through a link reads no rules past it."""
+    if file_filter.exclude_rules is None and not file_filter.respect_gitignore:
+        return None
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        rules = _root_rules(fd, file_filter)
+        prefix = ""
+        for depth, name in enumerate(parts):
+            last = depth == len(parts) - 1
+            if rules is None:
+                return None
+            own = _own_rules(fd, prefix, None) if file_filter.respect_gitignore else []
+            if own or rules.live:
+                rules = rules.entered(prefix, own)
+            matcher = rules.matcher(prefix)
+            reason = matcher.decide(name, prefix + name, is_dir or not last) if matcher is not None else None
+            if reason or last:
+                return reason
+            try:
+                next_fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            except OSError:
+                return None
+            os.close(fd)
+            fd = next_fd
+            prefix += name + "/"
+        return None
+    finally:
+        os.close(fd)
+
+
+def disk_signature(root: Path, rel: str) -> Signature | None:
+    """The Signature the walk would record for the file at ``rel`` now (one lstat), or None if
+    there is no regular file there any more."""
+    try:
+        st = os.lstat(os.path.join(root, rel))
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return (rel, st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
+
+
+def has_surrogates(name: str) -> bool:
+    """True for text holding a lone surrogate (a name that was not UTF-8), which SQLite cannot be given."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def is_inside(path: str, root: str) -> bool:
+    """True if the already-resolved ``path`` is ``root`` or below it."""
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+@dataclass(frozen=True)
+class RawFile:
+    """A regular file's bytes and the stat taken on the same open descriptor."""
+
+    data: bytes
+    mtime_ns: int
+    size: int
+    inode: int
+    ctime_ns: int
+    read_at_ns: int
+    content_hash: str
+
+
+def read_regular_file(root: Path, rel: str, max_bytes: int) -> RawFile:
+    """Read a file that must still be a regular file of at most ``max_bytes``; else FileSkipped."""
+    path = os.path.join(root, rel)
+    read_at_ns = time.time_ns()
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise FileSkipped(rel, "vanished") from None
+    except OSError as exc:
+        raise FileSkipped(rel, "unreadable", exc.strerror or str(exc)) from None
+    try:
+        # The walk checked links, but the name may have become a link out of the source since.
+        if not _opened_inside(fd, path, root):
+            raise FileSkipped(rel, "symlink_outside_source", "became a link out of the source before it was read")
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileSkipped(rel, "not_regular_file")
+        if st.st_size > max_bytes:
+            raise FileSkipped(rel, "too_large", f"{st.st_size} bytes")
+        data = _read_to_end(fd, st.st_size, max_bytes)
+    except OSError as exc:
+        raise FileSkipped(rel, "unreadable", exc.strerror or str(exc)) from None
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise FileSkipped(rel, "too_large", "grew while being read")
+    return RawFile(
+        data=data,
+        mtime_ns=st.st_mtime_ns,
+        size=len(data),
+        inode=st.st_ino,
+        ctime_ns=st.st_ctime_ns,
+        read_at_ns=read_at_ns,
+        content_hash=content_hash(data),
+    )
+
+
+def _read_to_end(fd: int, expected: int, max_bytes: int) -> bytes:
+    """Read until end of file or just past ``max_bytes``. The first read asks for the expected size
+    plus one byte, so an unchanged file is read in one call into a buffer of the right size (a
+    fixed large buffer costs an allocation of that size for every small file)."""
+    chunks = []
+    remaining = max_bytes + 1
+    want = expected + 1
+    while remaining > 0:
+        chunk = os.read(fd, min(remaining, want))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+        want = 1 << 16
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _opened_inside(fd: int, path: str, root: Path) -> bool:
+    """True if the open descriptor's file lies inside ``root`` (Linux: asked of /proc; elsewhere the
+    path is resolved again, which leaves a smaller window)."""
+    try:
+        opened = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        opened = os.path.realpath(path)
+    return is_inside(opened, str(root)) or is_inside(opened, os.path.realpath(root))
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def decode_text(rel: str, data: bytes) -> tuple[str, str, bool]:
+    """Return (text, encoding, fallback_used) or raise FileSkipped(binary).
+
+    UTF-8 (with or without BOM) and UTF-16/32 with a BOM are decoded exactly; UTF-16 without a BOM
+    is recognised by its pattern of NUL bytes; anything else falls back to FALLBACK_ENCODING.
+    """
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data[len(bom):].decode(encoding.replace("-sig", "")), encoding, False
+            except UnicodeDecodeError:
+                raise FileSkipped(rel, "binary", f"invalid {encoding} after its byte-order mark") from None
+    sample = data[:SNIFF_BYTES]
+    if b"\x00" in sample:
+        bomless = _bomless_utf16(sample)
+        if bomless:
+            try:
+                return data.decode(bomless), bomless, False
+            except UnicodeDecodeError:
+                pass
+        raise FileSkipped(rel, "binary", "NUL bytes in content")
+    if sample and len(sample) - len(sample.translate(None, _CONTROL_BYTES)) > MAX_CONTROL_SHARE * len(sample):
+        raise FileSkipped(rel, "binary", "many control bytes in content")
+    try:
+        return data.decode("utf-8"), "utf-8", False
+    except UnicodeDecodeError:
+        return data.decode(FALLBACK_ENCODING, errors="replace"), FALLBACK_ENCODING, True
+
+
+def _bomless_utf16(sample: bytes) -> str | None:
+    """Guess UTF-16 without a BOM: mostly-ASCII text has NULs in every other byte."""
+    even, odd = sample[0::2], sample[1::2]
+    if len(sample) < 4:
+        return None
+    if odd.count(0) > 0.9 * len(odd) and even.count(0) == 0:
+        return "utf-16-le"
+    if even.count(0) > 0.9 * len(even) and odd.count(0) == 0:
+        return "utf-16-be"
+    return None
+
+
+# ---- ignore rules: .gitignore, .ignore, .git/info/exclude and exclude_patterns ------------------
+#
+# Git's syntax and meaning (``man gitignore``, and git's dir.c and wildmatch.c, which this follows
+# where the manual is silent). Matching is on bytes, as git's is: a name is matched in its UTF-8
+# form, spelt one character per byte (Latin-1), and so are the patterns; ``?`` is one byte.
+#
+# Each rule becomes a regular expression that cannot backtrack exponentially: consecutive ``**/``
+# collapse into one, the text between two ``**`` is matched at its first place (an atomic group),
+# and so is each run of fixed-width tokens between two ``*`` of one name.
+#
+# The walk is the hot path of every rescan, so the rules are arranged once per folder, not per
+# entry: a rule with a slash is split into its folder part, matched against the folder (and only
+# in folders its plain start and depth allow), and its last name; a folder's matcher then holds
+# name rules only (cached, shared by the folders with the same rules). An entry is first put to a
+# prefilter of the excluding rules' cheapest necessary tests (an exact name, an ending, a start);
+# only what passes is decided, by the rules its name can match, in precedence order. A tree with
+# no rule file costs a lookup of two names in each folder's sorted listing.
+
+#: Rule files read in every folder of the source when respect_gitignore is true, in rising
+#: precedence: ripgrep's ``.ignore`` wins over ``.gitignore`` in the same folder.
+IGNORE_FILE_NAMES = (".gitignore", ".ignore")
+#: A rule file is read up to this many bytes and this many rules; what follows is left out (logged).
+MAX_IGNORE_FILE_BYTES = 1 << 20
+MAX_RULES_PER_FILE = 10_000
+#: Bounds on exclude_patterns (config.py enforces them).
+MAX_EXCLUDE_PATTERNS = 1000
+MAX_PATTERN_CHARS = 1000
+#: At most this many parsed rule files and folder matchers are kept between scans.
+_CACHE_LIMIT = 4096
+
+
+class PatternError(ValueError):
+    """A pattern that can never match: a trailing backslash, an unclosed ``[``, an unknown
+    ``[:class:]``, nothing left after the ``!`` and ``/``."""
+
+    def __init__(self, pattern: str, problem: str) -> None:
+        super().__init__(f"{pattern!r}: {problem}")
+        self.pattern = pattern
+        self.problem = problem
+
+
+def _bytewise(text: str) -> str:
+    """``text`` as git sees it: its UTF-8 bytes, one character each."""
+    return text if text.isascii() else text.encode("utf-8", "surrogateescape").decode("latin-1")
+
+
+class _Rule(NamedTuple):
+    """One compiled pattern line."""
+
+    text: str  # as written, for messages
+    negated: bool  # "!": a match re-includes
+    dir_only: bool  # a trailing "/": matches folders only
+    #: "name": ``regex`` matches the name of an entry in any folder below the base (a rule without
+    #: a slash, or "**/name"); "folder": the same, but only in the folders whose path below the base
+    #: matches ``folder`` ("doc/frotz": folder "doc", name "frotz"); "path": ``regex`` matches the
+    #: whole path below the base (dir.c's reading of "foo**/bar", which no folder split can express).
+    kind: str
+    regex: str  # ends with \Z
+    folder: str | None
+    #: What the path of a folder ``folder`` matches ends with (then "/"), to skip its regex: "" unknown.
+    folder_tail: str
+    #: A cheap test every name ``regex`` matches must pass: ("name", n) equal to n, ("suffix", s),
+    #: ("prefix", p), ("contains", c), ("any", "") every name, ("regex", "") none cheaper than the regex.
+    need: tuple[str, str]
+    lead: str  # the plain text every path it matches starts with, below the base
+    min_depth: int  # how many names deep (below the base) a path it matches is, at least
+    max_depth: int | None  # ... and at most (None: any)
+
+
+# Character classes of wildmatch.c (ASCII only, as git's ctype).
+_GRAPH = frozenset(range(0x21, 0x7F))
+_ALNUM = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+_CLASSES = {
+    "alnum": _ALNUM,
+    "alpha": frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"),
+    "blank": frozenset(b" \t"),
+    "cntrl": frozenset([*range(0x20), 0x7F]),
+    "digit": frozenset(b"0123456789"),
+    "graph": _GRAPH,
+    "lower": frozenset(b"abcdefghijklmnopqrstuvwxyz"),
+    "print": frozenset(range(0x20, 0x7F)),
+    "punct": _GRAPH - _ALNUM,
+    "space": frozenset(b" \t\n\r"),
+    "upper": frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ"),
+    "xdigit": frozenset(b"0123456789ABCDEFabcdef"),
+}
+_SLASH = ord("/")
+
+
+def _bracket(p: str, i: int, line: str) -> tuple[str, int]:
+    """The regex for the ``[...]`` starting at ``p[i]``, and the index after it (wildmatch.c's
+    reading: a ``]`` right after ``[`` or ``[!`` is a member, ``!`` or ``^`` negates, ranges,
+    ``[:class:]``, backslash escapes). It never matches a slash."""
+    n = len(p)
+    members: set[int] = set()
+    i += 1
+    negated = i < n and p[i] in "!^"
+    if negated:
+        i += 1
+    prev = ""
+    while True:
+        if i >= n:
+            raise PatternError(line, "a '[' is not closed")
+        c = p[i]
+        if c == "\\":
+            i, c = _class_member(p, i, line)
+            members.add(ord(c))
+        elif c == "-" and prev and i + 1 < n and p[i + 1] != "]":
+            i, c = _class_member(p, i + 1, line)
+            members.update(range(ord(prev), ord(c) + 1))
+            c = ""
+        elif c == "[" and i + 1 < n and p[i + 1] == ":":
+            end = p.find("]", i + 2)
+            if end < 0:
+                raise PatternError(line, "a '[' is not closed")
+            if end - (i + 2) < 1 or p[end - 1] != ":":
+                members.add(ord("["))  # no ":]": an ordinary '['
+            else:
+                name = p[i + 2:end - 1]
+                if name not in _CLASSES:
+                    raise PatternError(line, f"[:{name}:] is not a character class")
+                members.update(_CLASSES[name])
+                i, c = end, ""
+        else:
+            members.add(ord(c))
+        prev = c
+        i += 1
+        if i < n and p[i] == "]":
+            break
+    if negated:
+        members = set(range(256)) - members
+    members.discard(_SLASH)
+    if not members:
+        return "(?!)", i + 1
+    ranges, codes = [], sorted(members)
+    start = last = codes[0]
+    for code in codes[1:] + [None]:  # type: ignore[operator]
+        if code == last + 1:
+            last = code
+            continue
+        ranges.append(f"\\x{start:02x}" if start == last else f"\\x{start:02x}-\\x{last:02x}")
+        if code is not None:
+            start = last = code
+    return "[" + "".join(ranges) + "]", i + 1
+
+
+def _class_member(p: str, i: int, line: str) -> tuple[int, str]:
+    """The member of a ``[...]`` at ``p[i]``, read past a backslash escape: (its index, it)."""
+    if p[i] == "\\":
+        i += 1
+        if i >= len(p):
+            raise PatternError(line, "a '[' is not closed")
+    return i, p[i]
+
+
+# Tokens: ("l", char) a literal, ("*", count) a run of stars, ("?",), ("c", regex) a class,
+# ("/", escaped) a separator.
+def _tokens(p: str, line: str) -> list[tuple]:
+    tokens: list[tuple] = []
+    i, n = 0, len(p)
+    while i < n:
+        c = p[i]
+        if c == "\\":
+            if i + 1 >= n:
+                raise PatternError(line, "it ends with an unescaped backslash")
+            c = p[i + 1]
+            tokens.append(("/", True) if c == "/" else ("l", c))
+            i += 2
+        elif c == "*":
+            j = i
+            while j < n and p[j] == "*":
+                j += 1
+            tokens.append(("*", j - i))
+            i = j
+        elif c == "?":
+            tokens.append(("?",))
+            i += 1
+        elif c == "[":
+            cls, i = _bracket(p, i, line)
+            tokens.append(("c", cls))
+        elif c == "/":
+            tokens.append(("/", False))
+            i += 1
+        else:
+            tokens.append(("l", c))
+            i += 1
+    return tokens
+
+
+def _fixed(token: tuple) -> str:
+    kind = token[0]
+    if kind == "l":
+        return re.escape(token[1])
+    return "[^/]" if kind == "?" else token[1]
+
+
+def _name_regex(tokens: list[tuple]) -> str:
+    """One name's worth of tokens (no separator, no globstar): every star but the last matches up to
+    the first place the fixed text after it does (atomically), so the cost stays linear per star."""
+    chunks: list[list[str]] = [[]]
+    for token in tokens:
+        if token[0] == "*":
+            chunks.append([])
+        else:
+            chunks[-1].append(_fixed(token))
+    if len(chunks) == 1:
+        return "".join(chunks[0])
+    middle = "".join(f"(?>[^/]*?{''.join(chunk)})" for chunk in chunks[1:-1] if chunk)
+    return "".join(chunks[0]) + middle + "[^/]*" + "".join(chunks[-1])
+
+
+_GLOBSTAR = {"raw": "(?:[^/]*/)*", "esc": "(?:[^/]*/)+"}
+
+
+def _items(tokens: list[tuple]) -> list[tuple]:
+    """The names of a pattern with slashes: ("S", tokens) one name, ("G", kind) a "**" that is a
+    whole name, followed by "/" (raw), "\\/" (esc) or nothing (end). "**/**/" is "**/"."""
+    segments: list[list[tuple]] = [[]]
+    escaped_seps: list[bool] = []
+    for token in tokens:
+        if token[0] == "/":
+            segments.append([])
+            escaped_seps.append(token[1])
+        else:
+            segments[-1].append(token)
+    items: list[tuple] = []
+    for index, segment in enumerate(segments):
+        if len(segment) == 1 and segment[0][0] == "*" and segment[0][1] >= 2:
+            kind = "end" if index == len(segments) - 1 else ("esc" if escaped_seps[index] else "raw")
+            if items and items[-1] == ("G", "raw"):
+                items[-1] = ("G", kind)
+            else:
+                items.append(("G", kind))
+        else:
+            items.append(("S", segment))
+    return items
+
+
+def _items_regex(items: list[tuple]) -> str:
+    """The regex for a path, read from a folder boundary. The text between two "**" is found at its
+    first place (an atomic group): no backtracking over where each "**" ends."""
+    regex, opened_by, block = "", None, []
+    for item in items:
+        if item[0] == "S":
+            block.append(_name_regex(item[1]))
+            continue
+        body = "/".join(block)
+        if opened_by is None:
+            regex += body + "/" if block else ""
+        elif block:
+            regex += "(?>" + _GLOBSTAR[opened_by] + "?" + body + "/)"
+        else:
+            regex += _GLOBSTAR[opened_by]
+        opened_by, block = item[1], []
+    if opened_by == "end":
+        return regex + r".*\Z"
+    return regex + (_GLOBSTAR[opened_by] if opened_by else "") + "/".join(block) + r"\Z"
+
+
+def _depths(items: list[tuple]) -> tuple[int, int | None]:
+    names = sum(1 for item in items if item[0] == "S")
+    least = names + sum(1 for item in items if item in (("G", "esc"), ("G", "end")))
+    return least, (names if all(item[0] == "S" for item in items) else None)
+
+
+def _need(tokens: list[tuple]) -> tuple[str, str]:
+    """The cheapest necessary test for a name the tokens of one name match: its plain end or start."""
+    if all(token[0] == "l" for token in tokens):
+        return ("name", "".join(token[1] for token in tokens))
+    head = []
+    for token in tokens:
+        if token[0] != "l":
+            break
+        head.append(token[1])
+    tail = []
+    for token in reversed(tokens):
+        if token[0] != "l":
+            break
+        tail.append(token[1])
+    if tail and len(tail) >= len(head):
+        return ("suffix", "".join(reversed(tail)))
+    if head:
+        return ("prefix", "".join(head))
+    if all(token[0] == "*" for token in tokens):
+        return ("any", "")
+    runs, run = [], []
+    for token in tokens + [("*", 1)]:
+        if token[0] == "l":
+            run.append(token[1])
+        elif run:
+            runs.append("".join(run))
+            run = []
+    return ("contains", max(runs, key=len)) if runs else ("regex", "")
+
+
+def _lead(tokens: list[tuple]) -> str:
+    lead = []
+    for token in tokens:
+        if token[0] == "l":
+            lead.append(token[1])
+        elif token[0] == "/":
+            lead.append("/")
+        else:
+            break
+    return "".join(lead)
+
+
+def _trim_trailing_spaces(line: str) -> str:
+    """Git's trim_trailing_spaces: trailing spaces go, unless escaped with a backslash."""
+    if not line.endswith(" "):
+        return line
+    last_space, i, n = -1, 0, len(line)
+    while i < n:
+        c = line[i]
+        if c == " ":
+            if last_space < 0:
+                last_space = i
+        elif c == "\\":
+            i += 1
+            if i >= n:
+                return line
+            last_space = -1
+        else:
+            last_space = -1
+        i += 1
+    return line[:last_space] if last_space >= 0 else line
+
+
+def compile_rule(line: str) -> _Rule | None:
+    """Compile one line of a .gitignore (bytewise text, without its line end); None for a blank line
+    or a comment. PatternError for a pattern that can never match."""
+    if not line or line[0] == "#":
+        return None
+    shown = line.encode("latin-1").decode("utf-8", "replace")
+    line = _trim_trailing_spaces(line)
+    negated = line.startswith("!")
+    p = line[1:] if negated else line
+    dir_only = p.endswith("/")
+    if dir_only:
+        p = p[:-1]
+    if not p:
+        raise PatternError(shown, "nothing is left to match")
+    if "/" not in p:
+        tokens = _tokens(p, shown)
+        return _Rule(shown, negated, dir_only, "name", _name_regex(tokens) + r"\Z", None, "", _need(tokens), "", 1, 1)
+    if p.startswith("/"):
+        p = p[1:]
+    # dir.c compares the pattern's plain start (up to the first of *?[\) as text, then hands the
+    # rest to wildmatch: a "**" right there counts as the start of a name ("foo**/bar" matches
+    # "foo/x/bar" and "foobar").
+    plain = len(p)
+    for special in "*?[\\":
+        found = p.find(special)
+        if 0 <= found < plain:
+            plain = found
+    if 0 < plain and p[plain - 1] != "/" and p.startswith("**", plain):
+        rest = p[plain:].lstrip("*")
+        head, depth = re.escape(p[:plain]), p[:plain].count("/") + 1
+        regex = None
+        if not rest:
+            regex = head + r".*\Z"
+        elif rest.startswith("/") or rest.startswith("\\/"):
+            after = rest[1:] if rest[0] == "/" else rest[2:]
+            tail = _items_regex(_items(_tokens(after, shown))) if after else r"\Z"
+            regex = head + ("(?:.*/)?" if rest[0] == "/" else ".*/") + tail
+        if regex is not None:
+            return _Rule(shown, negated, dir_only, "path", regex, None, "", ("regex", ""), p[:plain], depth, None)
+    tokens = _tokens(p, shown)
+    items = _items(tokens)
+    least, most = _depths(items)
+    lead = _lead(tokens)
+    # Split into the folder part, matched once per folder, and the last name, matched per entry.
+    folder_tail = ""
+    if len(items) >= 2 and items[-2][0] == "S" and items[-1][0] == "S":
+        kind, value = _need(items[-2][1])
+        folder_tail = value + "/" if kind in ("name", "suffix") else ""
+    if items[-1][0] == "S":
+        name_tokens, before = items[-1][1], items[:-1]
+        if not before:
+            folder: str | None = r"\Z"  # "/name": the base folder itself
+        elif before[-1][0] == "G":  # ".../**/name": the folder, or any below it
+            if len(before) == 1:
+                folder = None if before[0][1] == "raw" else r".+\Z"
+            else:
+                below = _items_regex(before[:-1] + [("G", "end")])
+                folder = below if before[-1][1] == "esc" else "(?:" + _items_regex(before[:-1]) + "|" + below + ")"
+        else:
+            folder = _items_regex(before)
+        name_regex, need = _name_regex(name_tokens) + r"\Z", _need(name_tokens)
+    else:  # ".../**": every name in the folder, or in any below it
+        before = items[:-1]
+        folder = None if not before else "(?:" + _items_regex(before) + "|" + _items_regex(before + [("G", "end")]) + ")"
+        name_regex, need = r"[^/]*\Z", ("any", "")
+    kind = "name" if folder is None else "folder"
+    return _Rule(shown, negated, dir_only, kind, name_regex, folder, folder_tail, need, lead, least, most)
+
+
+class RuleSet:
+    """The rules of one file (or of exclude_patterns), for the folder ``base`` ("" or "a/b/",
+    bytewise) and everything below it. Compared by identity: parsed sets are cached by content."""
+
+    __slots__ = ("base", "reason", "rules", "path_refs", "_folders", "__weakref__")
+
+    def __init__(self, base: str, reason: str, rules: list[_Rule]) -> None:
+        self.base = base
+        self.reason = reason
+        self.rules = tuple(rules)
+        depth = base.count("/")
+        self.path_refs = tuple(
+            _PathRef(self, index, base + rule.lead, depth + rule.min_depth, None if rule.max_depth is None else depth + rule.max_depth)
+            for index, rule in enumerate(self.rules) if rule.kind != "name"
+        )
+        self._folders: dict[int, Callable[[str], re.Match[str] | None]] = {}
+
+    def applies_in(self, index: int, here: str) -> bool:
+        """Whether the rule ``index`` can match an entry of the folder ``here`` (bytewise, "" or
+        "a/b/", below the source)."""
+        rule = self.rules[index]
+        if rule.folder is None:
+            return True
+        if rule.folder_tail and not here.endswith(rule.folder_tail):
+            return False
+        match = self._folders.get(index)
+        if match is None:
+            match = self._folders[index] = re.compile(rule.folder, re.S).match
+        below = here[len(self.base):]
+        return match(below[:-1] if below else "") is not None
+
+
+class _PathRef(NamedTuple):
+    """A rule with a slash, placed: the plain start of the paths it matches, from the source, and
+    their least and greatest depth from the source."""
+
+    rules: RuleSet
+    index: int
+    lead: str
+    min_depth: int
+    max_depth: int | None
+
+
+#: Parsed rule files by (digest of their bytes, base, reason): a rescan reads them again, and parses
+#: only the ones that changed.
+_parsed: dict[tuple[bytes, str, str], RuleSet] = {}
+
+
+def parse_rules(data: bytes, base: str, reason: str = "ignored", origin: str = "") -> RuleSet:
+    """The RuleSet of a .gitignore's bytes: a UTF-8 BOM, CRLF line ends, blank lines, comments and
+    trailing spaces as git reads them. A pattern that can never match is left out (as git does)."""
+    key = (hashlib.blake2b(data, digest_size=16).digest(), base, reason)
+    cached = _parsed.get(key)
+    if cached is not None:
+        return cached
+    text = data[len(codecs.BOM_UTF8):].decode("latin-1") if data.startswith(codecs.BOM_UTF8) else data.decode("latin-1")
+    rules: list[_Rule] = []
+    for line in text.split("\n"):
+        if line.endswith("\r"):
+            line = line[:-1]
+        try:
+            rule = compile_rule(line)
+        except PatternError:
+            continue
+        if rule is not None:
+            if len(rules) >= MAX_RULES_PER_FILE:
+                _warn_once(origin, f"more than {MAX_RULES_PER_FILE} rules; the rest are not applied")
+                break
+            rules.append(rule)
+    result = RuleSet(base, reason, rules)
+    if len(_parsed) >= _CACHE_LIMIT:
+        _parsed.clear()
+    _parsed[key] = result
+    return result
+
+
+def compile_exclude_patterns(patterns: tuple[str, ...]) -> RuleSet | None:
+    """exclude_patterns as the rules of a .gitignore at the source root; PatternError names the first
+    pattern that is not one (a comment, an empty one, one that can never match)."""
+    if not patterns:
+        return None
+    rules = []
+    for pattern in patterns:
+        if not isinstance(pattern, str) or not pattern or "\x00" in pattern or "\n" in pattern or "\r" in pattern:
+            raise PatternError(str(pattern), "a pattern is one non-empty line without NUL bytes")
+        if len(pattern) > MAX_PATTERN_CHARS:
+            raise PatternError(pattern[:60] + "...", f"longer than {MAX_PATTERN_CHARS} characters")
+        if pattern.startswith("#"):
+            raise PatternError(pattern, r"a line starting with '#' is a comment in .gitignore syntax; write \# for a '#'")
+        if any(part in (".", "..") for part in pattern.lstrip("!").split("/")):
+            raise PatternError(pattern, "'.' and '..' never match: give the path below the source directory")
+        rule = compile_rule(_bytewise(pattern))
+        if rule is None:
+            raise PatternError(pattern, "nothing to match")
+        try:
+            re.compile(rule.regex, re.S)
+            re.compile(rule.folder or "", re.S)
+        except re.error as exc:  # not expected: every regex is built from escaped pieces
+            raise PatternError(pattern, str(exc)) from None
+        rules.append(rule._replace(text=pattern))
+    return RuleSet("", "excluded_pattern", rules)
+
+
+_warned: set[tuple[str, str]] = set()
+
+
+def _warn_once(origin: str, problem: str) -> None:
+    if (origin, problem) in _warned or len(_warned) > _CACHE_LIMIT:
+        return
+    _warned.add((origin, problem))
+    logger.warning("rules in %s: %s", origin or "?", problem)
+
+
+def _read_rules_file(dir_fd: int, name: str, shown: str) -> bytes | None:
+    """The first MAX_IGNORE_FILE_BYTES of a regular file ``name`` in the open folder; None if there
+    is none. A link is not followed (as git does not), a FIFO or device is never read."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ELOOP, errno.ENOTDIR):
+            _warn_once(shown, f"cannot read it: {exc.strerror or exc}")
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        data = _read_to_end(fd, min(st.st_size, MAX_IGNORE_FILE_BYTES), MAX_IGNORE_FILE_BYTES)
+    except OSError as exc:
+        _warn_once(shown, f"cannot read it: {exc.strerror or exc}")
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_IGNORE_FILE_BYTES:
+        _warn_once(shown, f"larger than {MAX_IGNORE_FILE_BYTES} bytes; only the rules before that are applied")
+        data = data[:data.rfind(b"\n", 0, MAX_IGNORE_FILE_BYTES) + 1]
+    return data
+
+
+def _info_exclude(root_fd: int) -> bytes | None:
+    """The source's own ``.git/info/exclude``, if the source is a repository's top folder."""
+    fds = []
+    try:
+        fd = root_fd
+        for name in (".git", "info"):
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            fds.append(fd)
+        return _read_rules_file(fd, "exclude", ".git/info/exclude")
+    except OSError:
+        return None
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+class _Prefilter:
+    """A cheap test that is true for every entry some excluding rule of a folder could match (the
+    rules that re-include need not be asked when none excludes): an exact name (a set lookup), an
+    ending or a start (the ones for the name's last or first character, a dict lookup each), a
+    plain text inside, and only then a regex.
+
+    The walk asks these itself for an ASCII name (see walk_source): the name in ``names``, its end
+    in ``ends[name[-1]]``, its start in ``starts[name[0]]``, ``contains``, then ``slow`` (None when
+    there is nothing else to ask).
+    """
+
+    __slots__ = ("names", "ends", "starts", "contains", "every", "others", "paths", "slow")
+
+    def __init__(self, rules: list[tuple[_Rule, str]]) -> None:
+        names, ends, starts, contains, others, paths = set(), {}, {}, set(), [], []
+        self.every = False
+        for rule, base in rules:
+            need, value = rule.need
+            if rule.kind == "path":
+                paths.append(re.escape(base) + rule.regex)
+            elif need == "name":
+                names.add(value)
+            elif need == "suffix":
+                ends.setdefault(value[-1], set()).add(value)
+            elif need == "prefix":
+                starts.setdefault(value[0], set()).add(value)
+            elif need == "contains":
+                contains.add(value)
+            elif need == "any":
+                self.every = True
+            else:
+                others.append(rule.regex)
+        self.names = frozenset(names)
+        self.ends = {char: tuple(sorted(values)) for char, values in ends.items()}
+        self.starts = {char: tuple(sorted(values)) for char, values in starts.items()}
+        self.contains = _compiled("|".join(map(re.escape, sorted(contains)))).search if contains else None
+        self.others = _compiled("|".join(sorted(set(others)))).match if others else None
+        self.paths = _compiled("|".join(paths)).match if paths else None
+        self.slow = self._slow if self.every or self.others is not None or self.paths is not None else None
+
+    def _slow(self, name: str, rel: str) -> bool:
+        if self.every or (self.others is not None and self.others(name)):
+            return True
+        return self.paths is not None and self.paths(_bytewise(rel)) is not None
+
+    def maybe(self, name: str, rel: str) -> bool:
+        if not name.isascii():
+            name = _bytewise(name)
+        if name in self.names:
+            return True
+        ends, starts = self.ends.get(name[-1]), self.starts.get(name[0])
+        if (ends is not None and name.endswith(ends)) or (starts is not None and name.startswith(starts)):
+            return True
+        if self.contains is not None and self.contains(name):
+            return True
+        return self._slow(name, rel)
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(source: str) -> re.Pattern[str]:
+    """Folders whose matchers differ only in a rule with a slash share the rest's compiled regexes."""
+    return re.compile(source, re.S)
+
+
+class _Decision:
+    """The rules of a folder for files, or for folders, indexed by their cheap tests: the rules a
+    name can match are looked up, then tried in precedence order; the first that matches wins.
+    A rule whose test is its whole meaning ("*.log", a plain name) needs no regex."""
+
+    __slots__ = ("by_name", "ends", "starts", "contains", "always", "exact", "regexes", "ordered")
+
+    def __init__(self, ordered: list[tuple[_Rule, str, str]], is_dir: bool) -> None:
+        self.ordered = ordered
+        self.by_name: dict[str, list[int]] = {}
+        self.ends: dict[str, list[tuple[str, int]]] = {}
+        self.starts: dict[str, list[tuple[str, int]]] = {}
+        self.contains: list[tuple[str, int]] = []
+        self.always: list[int] = []
+        self.exact: set[int] = set()
+        self.regexes: dict[int, Callable[[str], re.Match[str] | None]] = {}
+        for order, (rule, _, _) in enumerate(ordered):
+            if rule.dir_only and not is_dir:
+                continue
+            need, value = rule.need
+            if rule.kind == "path" or need in ("any", "regex"):
+                self.always.append(order)
+            elif need == "name":
+                self.by_name.setdefault(value, []).append(order)
+                self.exact.add(order)
+            elif need == "suffix":
+                self.ends.setdefault(value[-1], []).append((value, order))
+                if rule.regex == "[^/]*" + re.escape(value) + r"\Z":
+                    self.exact.add(order)
+            elif need == "prefix":
+                self.starts.setdefault(value[0], []).append((value, order))
+            else:
+                self.contains.append((value, order))
+
+    def winner(self, name: str, rel: str) -> int | None:
+        """The order of the rule of highest precedence that matches (names bytewise)."""
+        candidates = list(self.by_name.get(name, ()))
+        candidates += [order for end, order in self.ends.get(name[-1], ()) if name.endswith(end)]
+        candidates += [order for start, order in self.starts.get(name[0], ()) if name.startswith(start)]
+        if self.contains:
+            candidates += [order for inside, order in self.contains if inside in name]
+        candidates += self.always
+        for order in sorted(candidates):
+            if order in self.exact:
+                return order
+            match = self.regexes.get(order)
+            if match is None:
+                rule, base, _ = self.ordered[order]
+                source = re.escape(base) + rule.regex if rule.kind == "path" else rule.regex
+                match = self.regexes[order] = re.compile(source, re.S).match
+            if match(rel if self.ordered[order][0].kind == "path" else name):
+                return order
+        return None
+
+
+class _Matcher:
+    """The rules that apply to the entries of one folder, highest precedence first: ``ordered``,
+    (rule, base, reason) each.
+
+    ``files`` and ``folders``: the _Prefilter of the excluding rules for files and for folders, None
+    when there are none. ``decide(name, rel, is_dir)``: the skip reason of the rule that wins, or
+    None; its index is built when first needed.
+    """
+
+    __slots__ = ("ordered", "files", "folders", "_decisions")
+
+    def __init__(self, ordered: list[tuple[_Rule, str, str]]) -> None:
+        self.ordered = ordered
+        excluding = [(rule, base) for rule, base, _ in ordered if not rule.negated]
+        for_files = [(rule, base) for rule, base in excluding if not rule.dir_only]
+        self.files = _Prefilter(for_files) if for_files else None
+        self.folders = _Prefilter(excluding) if excluding else None
+        self._decisions: list[_Decision | None] = [None, None]
+
+    def decide(self, name: str, rel: str, is_dir: bool) -> str | None:
+        prefilter = self.folders if is_dir else self.files
+        if prefilter is None or not prefilter.maybe(name, rel):
+            return None
+        decision = self._decisions[is_dir]
+        if decision is None:
+            decision = self._decisions[is_dir] = _Decision(self.ordered, is_dir)
+        best = decision.winner(_bytewise(name), _bytewise(rel))
+        if best is None:
+            return None
+        rule, _, reason = self.ordered[best]
+        return None if rule.negated else reason
+
+
+_matchers: dict[tuple, _Matcher | None] = {}
+
+
+class _Rules(NamedTuple):
+    """The rules in force in a folder: exclude_patterns (highest precedence), the rule files of
+    this folder and those above it (deepest first, .git/info/exclude last), and the rules with a
+    slash that may still match something here or below."""
+
+    top: RuleSet | None
+    sets: tuple[RuleSet, ...]
+    live: tuple[_PathRef, ...]
+
+    def entered(self, prefix: str, own: list[RuleSet]) -> _Rules:
+        """These rules in the folder ``prefix`` ("" or "a/b/"), whose own rule files are ``own``."""
+        sets, live = self.sets, self.live
+        if own:
+            sets = tuple(reversed(own)) + sets
+            live = live + tuple(ref for rules in own for ref in rules.path_refs)
+        if live:
+            here, depth = _bytewise(prefix), prefix.count("/")
+            live = tuple(
+                ref for ref in live
+                if (ref.max_depth is None or ref.max_depth > depth) and (ref.lead.startswith(here) or here.startswith(ref.lead))
+            )
+        return _Rules(self.top, sets, live)
+
+    def matcher(self, prefix: str) -> _Matcher | None:
+        """The matcher for the entries of the folder ``prefix`` (None: no rule applies there). A
+        rule with a slash is in it only if its folder part matches this folder."""
+        depth = prefix.count("/") + 1
+        active: tuple[tuple[RuleSet, int], ...] = ()
+        if self.live:
+            here = _bytewise(prefix)
+            active = tuple(
+                (ref.rules, ref.index) for ref in self.live if ref.min_depth <= depth and ref.rules.applies_in(ref.index, here)
+            )
+        key = (self.top, self.sets, active)
+        try:
+            return _matchers[key]
+        except KeyError:
+            pass
+        ordered: list[tuple[_Rule, str, str]] = []
+        chosen = set(active)
+        for rules in ((self.top,) if self.top is not None else ()) + self.sets:
+            for index in range(len(rules.rules) - 1, -1, -1):
+                rule = rules.rules[index]
+                if rule.kind == "name" or (rules, index) in chosen:
+                    ordered.append((rule, rules.base, rules.reason))
+        matcher = _Matcher(ordered) if ordered else None
+        if len(_matchers) >= _CACHE_LIMIT:
+            _matchers.clear()
+        _matchers[key] = matcher
+        return matcher
+
+
+def _own_rules(dir_fd: int, prefix: str, listed: list[os.DirEntry[str]] | None) -> list[RuleSet]:
+    """The rule files of one folder, lowest precedence first. ``listed``: the folder's entries
+    sorted by name, to find them in without a system call (None: try to open them)."""
+    own = []
+    for name in IGNORE_FILE_NAMES:
+        if listed is not None:
+            at = bisect.bisect_left(listed, name, key=_NAME)
+            if at == len(listed) or listed[at].name != name or not listed[at].is_file(follow_symlinks=False):
+                continue
+        data = _read_rules_file(dir_fd, name, prefix + name)
+        if data:
+            own.append(parse_rules(data, _bytewise(prefix), "ignored", prefix + name))
+    return own
+
+
+def _root_rules(root_fd: int, file_filter: FileFilter) -> _Rules | None:
+    """The rules at the top of the source before its own rule files: exclude_patterns and
+    .git/info/exclude. None when no rule of any kind can apply."""
+    top = file_filter.exclude_rules
+    live = top.path_refs if top is not None else ()
+    if not file_filter.respect_gitignore:
+        return _Rules(top, (), live) if top is not None else None
+    data = _info_exclude(root_fd)
+    if not data:
+        return _Rules(top, (), live)
+    info = parse_rules(data, "", "ignored", ".git/info/exclude")
+    return _Rules(top, (info,), live + info.path_refs)
+
+
+#: The names an index's files take (database, WAL, shared memory, lock, a moved-aside copy), wherever
+#: they are; a name merely holding ".sqlite3" (backup.sqlite3.md) is an ordinary file.
+_INDEX_FILE_NAME = re.compile(re.escape(DB_SUFFIX) + r"(?:-wal|-shm|-journal|\.lock|\.corrupt-.*)?$", re.S)
+
+
+def resolve_user_path(root: Path, user_path: str, index_directory: Path) -> str:
+    """Turn a path from a client (relative to the source, or absolute inside it) into a source key:
+    the real path, as the walk names it, also when the client named it through a link.
+
+    Refuses, without reading anything: NUL bytes, traversal (also backslash- or percent-encoded),
+    absolute paths elsewhere, links whose target leaves the source, and the daemon's own files.
+    """
+    if not isinstance(user_path, str) or not user_path.strip():
+        raise UnsafePathError(str(user_path), "the path is empty")
+    if "\x00" in user_path:
+        raise UnsafePathError(user_path, "the path contains a NUL byte")
+    if len(user_path) > MAX_USER_PATH_CHARS:
+        raise UnsafePathError(user_path[:80] + "...", f"the path is longer than {MAX_USER_PATH_CHARS} characters")
+    for candidate in (user_path, unquote(user_path)):
+        if ".." in candidate.replace("\\", "/").split("/"):
+            raise UnsafePathError(user_path, "'..' is not allowed; give a path inside the source directory")
+    if has_surrogates(user_path):
+        raise UnsafePathError(user_path, "the path is not valid UTF-8")
+    root_real = os.path.realpath(root)
+    lexical = os.path.normpath(os.path.join(root_real, user_path))
+    if not is_inside(lexical, root_real):
+        raise UnsafePathError(user_path, f"it is outside the source directory {root_real}")
+    if lexical == root_real:
+        raise UnsafePathError(user_path, "it is the source directory itself; call refresh_index without a path")
+    if not is_inside(os.path.realpath(lexical), root_real):
+        raise UnsafePathError(user_path, "it is a link that points outside the source directory")
+    real = os.path.realpath(lexical)
+    if real == root_real:
+        raise UnsafePathError(user_path, "it is the source directory itself; call refresh_index without a path")
+    index_real = os.path.realpath(index_directory)
+    if is_inside(real, index_real) and index_real != root_real or _INDEX_FILE_NAME.search(os.path.basename(real)):
+        raise UnsafePathError(user_path, "it is one of the daemon's own index files")
+    return os.path.relpath(real, root_real).replace(os.sep, "/")

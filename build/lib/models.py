@@ -1,0 +1,282 @@
+"""Typed records that cross module lines.
+
+Internal records are dataclasses. Tool replies are ``typing_extensions.TypedDict`` so the MCP SDK
+derives an output schema from them (a ``typing.TypedDict`` nesting another one silently loses its
+schema on Python 3.11); the CLI's ``--json`` prints the very same dictionaries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from typing_extensions import TypedDict
+
+#: This release, in one place: sent as the MCP serverInfo.version and shown by --version.
+VERSION = "0.5.0"
+DB_SUFFIX = ".sqlite3"
+#: The layout of an index file (database.SCHEMA_VERSION). Part of the file's name, with the
+#: settings: two installs of different versions never take each other's index for a damaged one.
+#: 5: setext headings, CR line ends and front matter without a title read anew; extracted formats;
+#: each section's said key stored.
+INDEX_FORMAT = 5
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Validated settings for one source directory (see config.py for where each comes from)."""
+
+    source_directory: Path
+    index_output_directory: Path
+    included_extensions: tuple[str, ...] = (".txt", ".md", ".rst")
+    excluded_extensions: tuple[str, ...] = ()
+    scan_interval_seconds: float = 300.0
+    max_file_size_mb: float = 10.0
+    #: Index files and folders whose name starts with a dot (tool state, editors' folders).
+    include_hidden: bool = False
+    #: Skip what .gitignore and .ignore files in the source, and its .git/info/exclude, exclude.
+    respect_gitignore: bool = True
+    #: More rules in .gitignore syntax, as at the source's top (file_utils.FileFilter).
+    exclude_patterns: tuple[str, ...] = ()
+    #: Index the outputs of notebook cells too, not only their sources.
+    index_notebook_outputs: bool = False
+
+    @property
+    def max_file_size_bytes(self) -> int:
+        return int(self.max_file_size_mb * 1024 * 1024)
+
+    @property
+    def index_settings(self) -> dict[str, object]:
+        """The settings that decide which files an index holds (and so are part of its identity)."""
+        settings: dict[str, object] = {
+            "included_extensions": sorted(self.included_extensions),
+            "excluded_extensions": sorted(self.excluded_extensions),
+            "max_file_size_bytes": self.max_file_size_bytes,
+            "index_format": INDEX_FORMAT,
+        }
+        if self.include_hidden:  # only then: the default's index keeps the name it had
+            settings["include_hidden"] = True
+        if not self.respect_gitignore:  # these three too
+            settings["respect_gitignore"] = False
+        if self.exclude_patterns:
+            settings["exclude_patterns"] = list(self.exclude_patterns)
+        if self.index_notebook_outputs:
+            settings["index_notebook_outputs"] = True
+        return settings
+
+    @property
+    def db_path(self) -> Path:
+        """The index file: ``<folder name>-<hash of the source path>-<hash of index_settings>``.
+
+        Sources sharing an index directory never collide, and two servers on one source with
+        different settings (or index formats) each keep their own index instead of rewriting
+        each other's.
+        """
+        source = str(self.source_directory)
+        digest = hashlib.sha256(source.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        settings = json.dumps(self.index_settings, sort_keys=True, ensure_ascii=True)
+        settings_digest = hashlib.sha256(settings.encode("ascii")).hexdigest()[:8]
+        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.source_directory.name)[:40] or "root"
+        return self.index_output_directory / f"{stem}-{digest}-{settings_digest}{DB_SUFFIX}"
+
+
+@dataclass(frozen=True)
+class Section:
+    """One FTS row: a bounded run of a file's lines, with the heading path it sits under."""
+
+    start_line: int
+    end_line: int
+    heading: str
+    body: str
+
+
+class StoredFile(NamedTuple):
+    """What the index remembers about a file, to tell whether its content changed."""
+
+    file_id: int
+    mtime_ns: int
+    size: int
+    inode: int
+    ctime_ns: int
+    content_hash: str
+    indexed_at_ns: int
+
+
+#: (path, mtime_ns, size, inode, ctime_ns): what a rescan compares to tell whether a file changed.
+#: The ctime is there because the mtime can be set back (``touch -r``, ``cp -p``, ``rsync -t``) and
+#: the ctime cannot. The walk yields these and the index keeps one per file; plain tuples, since a
+#: rescan makes one per file and a named tuple costs several times more to build. A DiskFile equals
+#: the tuple of its values.
+Signature = tuple[str, int, int, int, int]
+
+
+class DiskFile(NamedTuple):
+    """A file found on disk by the walk that passed the name and size filters."""
+
+    path: str  # relative to the source, '/'-separated
+    mtime_ns: int
+    size: int
+    inode: int
+    ctime_ns: int
+
+
+@dataclass(frozen=True)
+class LoadedFile:
+    """A file's decoded text split into sections, ready to be written."""
+
+    path: str
+    mtime_ns: int
+    size: int
+    inode: int
+    ctime_ns: int
+    content_hash: str
+    read_at_ns: int
+    encoding: str
+    fallback_decoded: bool
+    title: str
+    sections: list[Section]
+    #: Each section's body compressed for storage; made by the loader, off the writer's path.
+    compressed_bodies: list[bytes]
+    #: Each section's said key (search.said_key): copies of a text share it, so a search groups
+    #: them without reading their text.
+    said_keys: list[bytes]
+
+
+@dataclass
+class ScanProgress:
+    """Where the current (or last) scan is; updated by the writer thread, read by status."""
+
+    state: str = "starting"  # starting | indexing | idle
+    phase: str = ""
+    files_total: int = 0
+    files_done: int = 0
+    started_at: float | None = None
+    finished_at: float | None = None
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+class SearchHit(TypedDict):
+    path: str
+    title: str
+    heading: str
+    snippet: str
+    score: float
+    line_start: int
+    line_end: int
+    last_modified: str
+    #: The file changed on disk since it was indexed and could not be indexed again in time: the
+    #: snippet and lines are from the indexed text.
+    stale: bool
+    #: Other files whose best section says the same (copies, versions; search._said), best first, at most 5;
+    #: also_in_count counts them all among the files ranked.
+    also_in: list[str]
+    also_in_count: int
+
+
+class QueryReading(TypedDict):
+    """How a query was read. ``keywords``: a file must hold every one of ``required``, ``phrases``
+    and ``prefixes``. ``question``: nothing is required; ``optional`` words, ``phrases`` and
+    ``prefixes`` rank files, with ``feedback`` words found in the best of them. ``stopwords``: a
+    query of stopwords only, searched as the phrase of them first, then as ``required`` words.
+    Files holding any of ``excluded`` are left out in every mode. A word FTS5 reads as several
+    (``e-mail``) is shown as they are, space-separated (CJK characters side by side), and matches
+    as a phrase."""
+
+    mode: str
+    required: list[str]
+    optional: list[str]
+    phrases: list[str]
+    prefixes: list[str]
+    excluded: list[str]
+    feedback: list[str]
+
+
+class SearchReply(TypedDict):
+    query: str
+    results: list[SearchHit]
+    files_matched: int
+    indexing: bool
+    #: Where this page starts among the results; whether more follow, and the offset of the next page.
+    offset: int
+    has_more: bool
+    next_offset: int | None
+    #: What of the query was not searched as typed (over a bound), and results left out of the reply.
+    warnings: list[str]
+    #: How the query was read, after those cuts.
+    query_read: QueryReading
+    #: When nothing matched: words of the index close to the query's words (a typo, another
+    #: spelling), best first; else empty.
+    suggestions: list[str]
+
+
+class OutlineEntry(TypedDict):
+    """A heading, named by its path as search results name sections, and the lines it spans."""
+
+    heading: str
+    level: int
+    line_start: int
+    line_end: int
+
+
+class DocumentReply(TypedDict):
+    path: str
+    title: str
+    text: str
+    #: The lines returned (1-based, inclusive); 0 and 0 for an empty file.
+    line_start: int
+    line_end: int
+    total_lines: int
+    #: More of what was asked for follows: ask again from next_start_line.
+    truncated: bool
+    next_start_line: int | None
+    #: Every heading of the file (at most 1000; outline_truncated says when there are more).
+    outline: list[OutlineEntry]
+    outline_truncated: bool
+    #: The file on disk differs from what the index held; it was indexed again (unless stale).
+    changed_since_indexed: bool
+    #: It changed, and could not be indexed again in time: searches still see the old text.
+    stale: bool
+    last_modified: str
+
+
+class ScanProgressReply(TypedDict):
+    phase: str
+    files_done: int
+    files_total: int
+
+
+class WatchingReply(TypedDict):
+    #: Edits are picked up as they happen (inotify); false: only by the periodic rescan.
+    active: bool
+    #: Folders watched.
+    folders: int
+    #: Why not watching, and what to do about it.
+    problem: str | None
+
+
+class StatusReply(TypedDict):
+    source_directory: str
+    index_path: str
+    state: str
+    progress: ScanProgressReply
+    indexed_files: int
+    total_documents: int
+    index_size_mb: float
+    last_scan: str | None
+    errors_encountered: int
+    last_error: str | None
+    skipped_files: dict[str, int]
+    fallback_decoded_files: int
+    writer_pid: int | None
+    watching: WatchingReply
+
+
+class RefreshReply(TypedDict):
+    success: bool
+    files_processed: int
+    files_removed: int
+    errors: list[str]
