@@ -32,13 +32,14 @@ USABLE_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") e
 
 
 
-def user_files(environ: Mapping[str, str], project_dir: Path = PROJECT_DIR) -> tuple[Path, Path]:
+def user_files(environ: Mapping[str, str], project_dir: Path | None = None) -> tuple[Path, Path]:
     """The settings file read when none is named, and the default index directory.
 
     Run from a clone (``pyproject.toml`` beside the modules, also an editable install): the
     clone's ``config.json`` and ``indexes/``. Installed as a package (pipx, uv tool, a wheel):
     never inside site-packages, but the XDG base directories, ``~/.config/docsearch/config.json``
     (read if it exists) and ``~/.local/share/docsearch/indexes``."""
+    project_dir = project_dir or PROJECT_DIR
     if (project_dir / "pyproject.toml").is_file():
         return project_dir / "config.json", project_dir / "indexes"
     return _xdg_dir(environ, "XDG_CONFIG_HOME", ".config") / "config.json", _xdg_dir(environ, "XDG_DATA_HOME", ".local/share") / "indexes"

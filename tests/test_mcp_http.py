@@ -109,6 +109,15 @@ async def test_several_clients_share_one_index_over_http(source: Path, tmp_path:
             document = await call(second, "get_document", {"path": "fresh.md"})
             assert "kumquat" in document["text"]
 
+            progress: list[tuple[float, float | None]] = []
+
+            async def on_progress(done: float, total: float | None, message: str | None) -> None:
+                progress.append((done, total))
+
+            full = await first.call_tool("refresh_index", {}, progress_callback=on_progress)
+            assert not full.is_error and full.structured_content["success"] is True
+            assert progress and progress[-1] == (2, 2), "progress reaches an HTTP client that asks for it"
+
 
 @pytest.mark.anyio
 async def test_a_token_is_required_once_given(source: Path, tmp_path: Path) -> None:

@@ -98,10 +98,13 @@ def test_a_config_json_in_the_working_directory_is_never_read(tmp_path: Path) ->
 def test_config_comes_from_the_flag_the_environment_or_the_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     source = tmp_path / "notes"
     source.mkdir()
-    chosen, by_env, install = tmp_path / "chosen.json", tmp_path / "env.json", tmp_path / "install.json"
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (clone / "pyproject.toml").write_text("[project]\n")
+    chosen, by_env, install = tmp_path / "chosen.json", tmp_path / "env.json", clone / "config.json"
     for path, interval in ((chosen, 11), (by_env, 22), (install, 33)):
         path.write_text(json.dumps({"source_directory": str(source), "scan_interval_seconds": interval}))
-    monkeypatch.setattr(config_module, "INSTALL_CONFIG_FILE", install)
+    monkeypatch.setattr(config_module, "PROJECT_DIR", clone)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps({"source_directory": str(source), "scan_interval_seconds": 44}))
     assert load_config({}, None, {}).scan_interval_seconds == 33
@@ -112,7 +115,9 @@ def test_config_comes_from_the_flag_the_environment_or_the_install(tmp_path: Pat
 
 
 def test_the_install_config_json_holds_the_documented_defaults() -> None:
-    data = json.loads(config_module.INSTALL_CONFIG_FILE.read_text())
+    install_file = config_module.user_files({})[0]
+    assert install_file == MAIN_PY.parent / "config.json", "run from the clone, the clone's config.json is read"
+    data = json.loads(install_file.read_text())
     config = load_config({"source_directory": str(MAIN_PY.parent)}, None, {})
     assert config.index_output_directory == (MAIN_PY.parent / data["index_output_directory"]).resolve()
     assert list(config.included_extensions) == data["included_extensions"]
