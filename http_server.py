@@ -210,5 +210,7 @@ def serve_http(server: Any, settings: HttpSettings, listening: socket.socket) ->
     config = uvicorn.Config(
         app, log_config=None, access_log=False, server_header=False, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
     )
+    if not logger.isEnabledFor(logging.DEBUG):
+        logging.getLogger("uvicorn").setLevel(logging.WARNING)  # its startup chatter; ours says where it listens
     logger.info("serving http://%s:%d%s%s", _in_url(settings.host), port, ENDPOINT, "" if settings.token else " (no token: any local user can connect)")
     uvicorn.Server(config).run(sockets=[listening])
