@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,24 +33,33 @@ USABLE_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") e
 
 
 
-def user_files(environ: Mapping[str, str], project_dir: Path | None = None) -> tuple[Path, Path]:
+def user_files(environ: Mapping[str, str], project_dir: Path | None = None) -> tuple[Path | None, Path | None]:
     """The settings file read when none is named, and the default index directory.
 
     Run from a clone (``pyproject.toml`` beside the modules, also an editable install): the
-    clone's ``config.json`` and ``indexes/``. Installed as a package (pipx, uv tool, a wheel):
-    never inside site-packages, but the XDG base directories, ``~/.config/docsearch/config.json``
-    (read if it exists) and ``~/.local/share/docsearch/indexes``."""
+    clone's ``config.json`` and ``indexes/``. Installed as a package (pipx, uv tool, a wheel: the
+    modules are in site-packages): never there, but in the XDG base directories,
+    ``~/.config/docsearch/config.json`` (read if it exists) and ``~/.local/share/docsearch/indexes``;
+    None for each when the user has no home folder to find them in."""
     project_dir = project_dir or PROJECT_DIR
-    if (project_dir / "pyproject.toml").is_file():
+    if (project_dir / "pyproject.toml").is_file() and project_dir.name not in ("site-packages", "dist-packages"):
         return project_dir / "config.json", project_dir / "indexes"
-    return _xdg_dir(environ, "XDG_CONFIG_HOME", ".config") / "config.json", _xdg_dir(environ, "XDG_DATA_HOME", ".local/share") / "indexes"
+    return _xdg_dir(environ, "XDG_CONFIG_HOME", ".config", "config.json"), _xdg_dir(environ, "XDG_DATA_HOME", ".local/share", "indexes")
 
 
-def _xdg_dir(environ: Mapping[str, str], variable: str, fallback: str) -> Path:
-    """This program's folder under an XDG base directory; a relative value is ignored, as the
-    specification says."""
+def _xdg_dir(environ: Mapping[str, str], variable: str, fallback: str, name: str) -> Path | None:
+    """``name`` in this program's folder under an XDG base directory. A relative value is ignored,
+    as the specification says, and so is a relative HOME: both would follow the working directory."""
     base = environ.get(variable, "")
-    return (Path(base) if os.path.isabs(base) else Path.home() / fallback) / "docsearch"
+    if os.path.isabs(base):
+        return Path(base) / "docsearch" / name
+    home = environ.get("HOME", "")
+    if not os.path.isabs(home):
+        try:
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        except (KeyError, OSError):  # a user with no entry in the password database
+            return None
+    return Path(home) / fallback / "docsearch" / name if os.path.isabs(home) else None
 
 
 #: Names a config file, as --config does (the flag wins).
@@ -125,9 +135,9 @@ def load_config(
     return _validate(values, default_index_dir)
 
 
-def _read_config_file(config_file: Path | None, default_file: Path) -> dict[str, _Value]:
+def _read_config_file(config_file: Path | None, default_file: Path | None) -> dict[str, _Value]:
     if config_file is None:
-        if not default_file.is_file():
+        if default_file is None or not default_file.is_file():
             return {}
         config_file = default_file
     origin = f"config file {config_file}"
@@ -148,7 +158,7 @@ def _read_config_file(config_file: Path | None, default_file: Path) -> dict[str,
     return {key: _Value(raw, origin, base, textual=False) for key, raw in data.items()}
 
 
-def _validate(values: dict[str, _Value], default_index_dir: Path) -> ServerConfig:
+def _validate(values: dict[str, _Value], default_index_dir: Path | None) -> ServerConfig:
     if "source_directory" not in values:
         raise ConfigError(
             "source_directory", "required: pass --source DIR, set DOCSEARCH_SOURCE_DIRECTORY, or put it in the config file"
@@ -161,11 +171,15 @@ def _validate(values: dict[str, _Value], default_index_dir: Path) -> ServerConfi
     if not is_dir:
         problem = "is not a directory" if source.exists() else "does not exist"
         raise ConfigError("source_directory", f"{source} {problem}", values["source_directory"].origin)
-    index_dir = (
-        _resolved(values["index_output_directory"], "index_output_directory")
-        if "index_output_directory" in values
-        else default_index_dir
-    )
+    if "index_output_directory" in values:
+        index_dir = _resolved(values["index_output_directory"], "index_output_directory")
+    elif default_index_dir is not None:
+        index_dir = default_index_dir
+    else:
+        raise ConfigError(
+            "index_output_directory", "no home folder to keep the index in (HOME is not set to an absolute path and the"
+            " user has none): set HOME or XDG_DATA_HOME, or give --index-dir DIR"
+        )
     defaults = ServerConfig(source_directory=source, index_output_directory=index_dir)
     return ServerConfig(
         source_directory=source,

@@ -483,8 +483,9 @@ def document_part(
     else:
         first = 1 if start_line is None else start_line
         last = total if end_line is None else min(end_line, total)
-        if first < 1:
-            raise ArgumentError("start_line", f"lines are numbered from 1; got {start_line}")
+        for name, number in (("start_line", start_line), ("end_line", end_line)):
+            if number is not None and number < 1:
+                raise ArgumentError(name, f"lines are numbered from 1; got {number}")
         if end_line is not None and end_line < first:
             raise ArgumentError("end_line", f"must not be before start_line ({first}); got {end_line}")
         if first > max(total, 1):

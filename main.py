@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import database
-from config import CONFIG_ENV_VAR, ENV_VARS, FLAGS, load_config, user_files
+from config import CONFIG_ENV_VAR, ENV_VARS, FLAGS, load_config
 from database import IndexWriter
 from exceptions import Cancelled, ConfigError, DocSearchError, IndexUnavailableError
 from file_utils import MAX_USER_PATH_CHARS
@@ -91,7 +91,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         metavar, text = described[key]
         common.add_argument(flag, dest=key, metavar=metavar, help=text)
     common.add_argument(
-        "--config", metavar="FILE", help=f"JSON config file (default: ${CONFIG_ENV_VAR}, else {user_files(os.environ)[0]} if it exists)"
+        "--config", metavar="FILE", help=f"JSON config file (default: ${CONFIG_ENV_VAR}, else config.json beside main.py in a clone, ~/.config/docsearch/config.json installed)"
     )
     common.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     env_help = "environment: " + ", ".join(ENV_VARS.values())
@@ -100,8 +100,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     sub = parser.add_subparsers(dest="command")
     serve_parser = sub.add_parser("serve", parents=[common], help="run the MCP server, on stdio unless told (default)")
     serve_parser.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="stdio (default), or Streamable HTTP at /mcp")
-    serve_parser.add_argument("--host", default=DEFAULT_HOST, help=f"http: address to listen on (default {DEFAULT_HOST}; another needs --allow-remote)")
-    serve_parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"http: port (default {DEFAULT_PORT}; 0: any free port)")
+    serve_parser.add_argument("--host", help=f"http: address to listen on (default {DEFAULT_HOST}; another needs --allow-remote)")
+    serve_parser.add_argument("--port", type=int, help=f"http: port (default {DEFAULT_PORT}; 0: any free port)")
     serve_parser.add_argument("--allow-remote", action="store_true", help="http: allow a non-loopback --host (needs a token)")
     serve_parser.add_argument("--token-file", metavar="FILE", help=f"http: require this bearer token (a file only you can read; else ${TOKEN_ENV_VAR})")
     serve_parser.add_argument(
@@ -109,7 +109,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     sub.add_parser("index", parents=[common], help="update the index once and exit")
     search_parser = sub.add_parser("search", parents=[common], help="search the index")
-    search_parser.add_argument("query", help='words, "a phrase", prefix*, -excluded (a query may start with -; one that is an option\'s name goes after --)')
+    search_parser.add_argument("query", help='words, "a phrase", prefix*, -excluded (a query may start with -; one that is an option\'s name goes last, after --)')
     search_parser.add_argument("--limit", type=int, default=10)
     search_parser.add_argument("--offset", type=int, default=0, help="skip this many results (paging)")
     search_parser.add_argument("--path", metavar="GLOB", help="only files matching this glob or under this folder, e.g. 'guides/**/*.md'")
@@ -130,7 +130,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def query_first(words: list[str], parser: argparse.ArgumentParser) -> list[str]:
     """``search`` arguments with a query that starts with "-" (an excluded word: "-draft notes")
     moved after "--", where argparse takes it as the query rather than an unknown option. Such a
-    word is the query when it is none of the options and no query came before it."""
+    word is the query when it is none of the options, no query came before it, and it starts with
+    one dash only ("--li" stays argparse's, which reads it as --limit)."""
     takes_value = {flag: action.nargs != 0 for action in parser._actions for flag in action.option_strings}
     kept: list[str] = []
     query, positional, index = None, False, 0
@@ -145,7 +146,7 @@ def query_first(words: list[str], parser: argparse.ArgumentParser) -> list[str]:
             if takes_value[name] and "=" not in word and index + 1 < len(words):
                 index += 1
                 kept.append(words[index])
-        elif word.startswith("-") and query is None and not positional:
+        elif word.startswith("-") and not word.startswith("--") and query is None and not positional:
             query = word
         else:
             positional = True
@@ -250,8 +251,8 @@ class ProgressPrinter:
     BAR_WIDTH = 30
 
     def __init__(self, stream: Any = None) -> None:
-        self.stream = stream or sys.stderr
-        self.on_terminal = self.stream.isatty()
+        self.stream = stream if stream is not None else sys.stderr  # None when stderr is closed (2>&-)
+        self.on_terminal = self.stream is not None and self.stream.isatty()
         self.started = time.monotonic()
         self.last = 0.0
         self.drawn = False
@@ -268,7 +269,7 @@ class ProgressPrinter:
     def __call__(self, progress: ScanProgress) -> None:
         now = time.monotonic()
         finished = progress.files_done >= progress.files_total
-        if now - self.last < (0.1 if self.on_terminal else 1.0) and not finished:
+        if self.stream is None or (now - self.last < (0.1 if self.on_terminal else 1.0) and not finished):
             return
         self.last = now
         rate = progress.files_done / max(now - self.started, 1e-9)
@@ -278,9 +279,17 @@ class ProgressPrinter:
             return
         filled = self.BAR_WIDTH * progress.files_done // max(progress.files_total, 1)
         bar = "#" * filled + "." * (self.BAR_WIDTH - filled)
-        self.stream.write(f"\r\x1b[K{progress.phase:<8} [{bar}] {counts}")
+        line = f"{progress.phase:<8} [{bar}] {counts}"
+        self.stream.write(f"\r\x1b[K{line[:self.width() - 1]}")  # a line that wraps could not be redrawn in place
         self.stream.flush()
         self.drawn = True
+
+    def width(self) -> int:
+        try:
+            columns = os.get_terminal_size(self.stream.fileno()).columns
+        except (OSError, ValueError):
+            columns = 0
+        return max(columns, 20) if columns else 80  # 0: a terminal that does not say
 
     def end(self) -> None:
         """Leave the line the bar was drawn on, so that what follows starts on its own."""
@@ -335,18 +344,21 @@ def cmd_status(config: ServerConfig, args: argparse.Namespace) -> int:
     hint = other_settings_hint(config)
     if hint and status["last_error"]:
         status["last_error"] += hint
+    unreadable = status["state"] == "starting" and status["writer_pid"] is None and config.db_path.exists() and bool(status["last_error"])
     if args.json:
         print(json.dumps(status, ensure_ascii=False, indent=2))
     else:
-        for label, value in status_lines(status):
+        for label, value in status_lines(status, config.db_path.exists()):
             print(printable(f"{label:<10} {value}"))
-    return 0
+    return 1 if unreadable else 0
 
 
-def status_lines(status: StatusReply) -> list[tuple[str, str]]:
+def status_lines(status: StatusReply, index_exists: bool = True) -> list[tuple[str, str]]:
     """get_index_status as (label, text) lines for a person; --json gives every field as is."""
     progress, watching = status["progress"], status["watching"]
     state = {"idle": "up to date", "starting": "starting", "error": "error"}.get(status["state"], status["state"])
+    if status["state"] == "starting" and status["writer_pid"] is None:
+        state = "not indexed yet (run index, or start the server)" if not index_exists else f"cannot be read: {status['last_error']}"
     if status["state"] == "indexing":
         state = f"indexing ({progress['phase']}): {progress['files_done']:,} of {progress['files_total']:,} files"
     if status["writer_pid"] is not None:
@@ -362,7 +374,7 @@ def status_lines(status: StatusReply) -> list[tuple[str, str]]:
         ("skipped", skipped or "none"),
         ("watching", f"{watching['folders']:,} folders" if watching["active"] else f"no: {watching['problem']}"),
     ]
-    if status["errors_encountered"] or status["last_error"]:
+    if status["errors_encountered"]:
         lines.append(("errors", f"{status['errors_encountered']:,}; last: {status['last_error'] or '-'}"))
     return lines
 
@@ -634,15 +646,22 @@ def build_server(daemon: Daemon) -> Any:
 
 def cmd_serve(config: ServerConfig, args: argparse.Namespace) -> int:
     listening = None
-    if args.transport == "http":
-        try:
+    try:
+        if args.transport == "http":
             settings = http_settings(
-                args.host, args.port, args.allow_remote, Path(args.token_file) if args.token_file else None, args.allow_host, os.environ
+                DEFAULT_HOST if args.host is None else args.host, DEFAULT_PORT if args.port is None else args.port,
+                args.allow_remote, Path(args.token_file) if args.token_file else None, args.allow_host, os.environ,
             )
             listening = listening_socket(settings)
-        except ConfigError as exc:
-            print(printable(f"{PROG}: {exc}"), file=sys.stderr)
-            return 2
+        else:
+            http_only = {"--host": args.host, "--port": args.port, "--allow-remote": args.allow_remote or None,
+                         "--token-file": args.token_file, "--allow-host": args.allow_host or None}
+            given = [flag for flag, value in http_only.items() if value is not None]
+            if given:
+                raise ConfigError(given[0], "is for --transport http; this server talks over stdio")
+    except ConfigError as exc:
+        print(printable(f"{PROG}: {exc}"), file=sys.stderr)
+        return 2
     daemon = Daemon(config)
     for number in STOP_SIGNALS:  # first: Ctrl-C must work from the start
         signal.signal(number, _stopper(daemon.close))

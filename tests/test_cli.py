@@ -116,6 +116,8 @@ def test_a_query_that_starts_with_a_dash_is_the_query(source: Path, tmp_path: Pa
         found = run("search", *args, "--json")
         assert found.returncode == 0, (args, found.stderr)
         assert [hit["path"] for hit in json.loads(found.stdout)["results"]] == ["final.md"], args
+    # Options abbreviated before the query still work.
+    assert json.loads(run("search", "--lim", "1", "kumquat", *idx, "--json").stdout)["files_matched"] == 2
     # An option's name is still the option; after "--" it is the query.
     assert "required: query" in run("search", "-v", *idx).stderr
     assert run("search", *idx, "--json", "--", "-nothing kumquat").returncode == 0
@@ -125,8 +127,9 @@ def test_status_is_a_readable_layout(source: Path, tmp_path: Path) -> None:
     write(source, "a.md", "alpha")
     write(source, "b.txt", b"\x00\x01\x02binary" * 100)
     idx = ["--source", str(source), "--index-dir", str(tmp_path / "idx")]
-    before = run("status", *idx).stdout.splitlines()
-    assert before[2].split() == ["state", "starting"] and before[3].split() == ["last", "scan", "never"]
+    before = run("status", *idx)
+    assert before.returncode == 0
+    assert before.stdout.splitlines()[2].startswith("state      not indexed yet (run index, or start the server)")
     assert run("index", *idx).returncode == 0
     lines = dict(line.split(None, 1) for line in run("status", *idx).stdout.replace("last scan", "last_scan").splitlines())
     assert list(lines) == ["source", "index", "state", "last_scan", "files", "skipped", "watching"]
@@ -134,6 +137,11 @@ def test_status_is_a_readable_layout(source: Path, tmp_path: Path) -> None:
     assert lines["state"] == "up to date" and lines["files"] == "1 indexed" and lines["skipped"] == "binary 1"
     assert lines["watching"].startswith("no: no server is running on this index")
     assert "{" not in "".join(lines.values()), "no dictionaries printed as Python"
+    index_file = next((tmp_path / "idx").glob("*.sqlite3"))
+    index_file.write_bytes(b"not a database " * 1000)
+    damaged = run("status", *idx)
+    assert damaged.returncode == 1
+    assert re.search(r"^state +cannot be read: .*not a database", damaged.stdout, re.M), damaged.stdout
 
 
 def test_index_draws_a_progress_bar_on_a_terminal(source: Path, tmp_path: Path) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import subprocess
 import sys
 from pathlib import Path
@@ -189,8 +191,30 @@ def test_run_from_a_clone_the_settings_and_index_stay_beside_the_modules(tmp_pat
 def test_installed_the_settings_and_index_are_in_the_users_xdg_folders(
     tmp_path: Path, environ: dict[str, str], config_home: str, data_home: str
 ) -> None:
-    site_packages = tmp_path / "site-packages"  # no pyproject.toml beside the modules
+    site_packages = tmp_path / "site-packages"
     site_packages.mkdir()
-    settings, index_dir = user_files(environ, site_packages)
+    (site_packages / "pyproject.toml").write_text("")  # another wheel's stray file: still installed
+    home = {"HOME": str(Path.home())}
+    settings, index_dir = user_files({**home, **environ}, site_packages)
     assert settings == Path(config_home).expanduser() / "docsearch" / "config.json"
     assert index_dir == Path(data_home).expanduser() / "docsearch" / "indexes"
+
+
+@pytest.mark.parametrize("home", [None, "", "relhome", "./x"])
+def test_a_home_that_is_missing_or_relative_is_not_followed_into_the_working_directory(tmp_path: Path, home: str | None) -> None:
+    site_packages = tmp_path / "site-packages"
+    site_packages.mkdir()
+    settings, index_dir = user_files({} if home is None else {"HOME": home}, site_packages)
+    passwd_home = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    assert (settings, index_dir) == (passwd_home / ".config/docsearch/config.json", passwd_home / ".local/share/docsearch/indexes")
+
+
+def test_without_any_home_the_index_directory_must_be_given(source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import config as config_module
+
+    monkeypatch.setattr(config_module, "PROJECT_DIR", tmp_path)  # as if installed: no pyproject.toml
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: (_ for _ in ()).throw(KeyError(uid)))  # a uid with no passwd entry
+    with pytest.raises(ConfigError, match="no home folder to keep the index in.*--index-dir"):
+        load_config({"source_directory": str(source)}, environ={})
+    given = load_config({"source_directory": str(source), "index_output_directory": str(tmp_path / "idx")}, environ={})
+    assert given.index_output_directory == (tmp_path / "idx").resolve()

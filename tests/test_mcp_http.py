@@ -3,6 +3,7 @@ Streamable HTTP client and by plain HTTP requests for what a client should never
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -21,7 +22,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from exceptions import ConfigError
-from http_server import BearerTokenRequired, HttpSettings, http_settings, own_hosts, read_token
+from http_server import REQUEST_HEAD_SECONDS, Gate, HttpSettings, http_settings, own_hosts, peer_uid, read_token
 from models import VERSION
 from tests.conftest import MAIN_PY, write
 from tests.test_mcp_stdio import call, wait_for
@@ -206,10 +207,13 @@ def test_a_token_file_must_be_a_regular_file_of_its_own(tmp_path: Path) -> None:
     real.chmod(0o600)
     (tmp_path / "link").symlink_to(real)
     os.mkfifo(tmp_path / "fifo", 0o600)
-    with pytest.raises(ConfigError, match="cannot open"):
+    with pytest.raises(ConfigError, match="is a symbolic link"):
         read_token(tmp_path / "link", {})
     with pytest.raises(ConfigError, match="not a regular file"):
         read_token(tmp_path / "fifo", {})
+    (tmp_path / "folder").mkdir(mode=0o700)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        read_token(tmp_path / "folder", {})
     with pytest.raises(ConfigError, match="cannot open"):
         read_token(tmp_path / "missing", {})
     assert read_token(real, {"DOCSEARCH_TOKEN": "another-token-from-env"}) == TOKEN  # the file wins
@@ -244,19 +248,109 @@ def test_the_hosts_a_server_answers_to() -> None:
     assert {"0.0.0.0:9000", "127.0.0.1:9000", f"{socket.gethostname()}:9000"} <= set(everywhere)
 
 
+def scope(host: str | None = "127.0.0.1:8765", **headers: str) -> dict[str, Any]:
+    """An ASGI request scope from this process to a server on 127.0.0.1:8765."""
+    listed = [(b"host", host.encode())] if host is not None else []
+    listed += [(name.replace("_", "-").encode(), value.encode()) for name, value in headers.items()]
+    return {"type": "http", "headers": listed, "client": ("127.0.0.1", 40000), "server": ("127.0.0.1", 8765)}
+
+
 @pytest.mark.parametrize(
-    ("headers", "authorized"),
+    ("request_scope", "status"),
     [
-        ([(b"authorization", b"Bearer " + TOKEN.encode())], True),
-        ([(b"authorization", b"BEARER " + TOKEN.encode())], True),
-        ([(b"authorization", b"Bearer  " + TOKEN.encode() + b" ")], True),
-        ([], False),
-        ([(b"authorization", b"Bearer")], False),
-        ([(b"authorization", b"Bearer " + TOKEN[:-1].encode())], False),
-        ([(b"authorization", TOKEN.encode())], False),
+        (scope(authorization=f"Bearer {TOKEN}"), None),
+        (scope(authorization=f"BEARER {TOKEN}"), None),
+        (scope("LOCALHOST:8765", authorization=f"bearer  {TOKEN} "), None),
+        (scope(origin="http://[::1]:8765", authorization=f"Bearer {TOKEN}"), None),
+        (scope(), 401),
+        (scope(authorization="Bearer"), 401),
+        (scope(authorization=f"Bearer {TOKEN[:-1]}"), 401),
+        (scope(authorization=TOKEN), 401),
+        (scope(authorization=f"Basic {TOKEN}"), 401),
         # Two headers: which one a proxy would pass on is not known; refused.
-        ([(b"authorization", b"Bearer " + TOKEN.encode()), (b"authorization", b"Bearer x")], False),
+        ({**scope(authorization=f"Bearer {TOKEN}"), "headers": scope(authorization=f"Bearer {TOKEN}")["headers"] * 2}, 421),
+        (scope("evil.example:8765", authorization=f"Bearer {TOKEN}"), 421),
+        (scope("127.0.0.1:8766", authorization=f"Bearer {TOKEN}"), 421),
+        (scope("127.0.0.1", authorization=f"Bearer {TOKEN}"), 421),
+        (scope(None, authorization=f"Bearer {TOKEN}"), 421),
+        (scope(origin="http://localhost:3000", authorization=f"Bearer {TOKEN}"), 403),
+        (scope(origin="null", authorization=f"Bearer {TOKEN}"), 403),
     ],
 )
-def test_bearer_token_check(headers: list[tuple[bytes, bytes]], authorized: bool) -> None:
-    assert BearerTokenRequired(None, TOKEN).authorized({"type": "http", "headers": headers}) is authorized
+def test_the_gate_with_a_token(request_scope: dict[str, Any], status: int | None) -> None:
+    gate = Gate(None, own_hosts(HttpSettings("127.0.0.1", 0, TOKEN), 8765), TOKEN, any_address=False)
+    refusal = gate.refusal(request_scope)
+    assert (refusal and refusal[0]) == status, refusal
+
+
+def test_bound_to_every_address_the_address_a_request_came_to_is_the_servers_own() -> None:
+    gate = Gate(None, own_hosts(HttpSettings("0.0.0.0", 0, TOKEN), 9000), TOKEN, any_address=True)
+    arrived = {**scope("192.0.2.7:9000", authorization=f"Bearer {TOKEN}"), "server": ("192.0.2.7", 9000)}
+    assert gate.refusal(arrived) is None
+    assert gate.refusal({**arrived, "server": ("192.0.2.8", 9000)})[0] == 421
+
+
+def test_the_user_at_the_other_end_of_a_loopback_connection_is_known() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        with socket.create_connection(listening.getsockname()) as client:
+            accepted, _ = listening.accept()
+            with accepted:
+                assert peer_uid(client.getsockname(), listening.getsockname()) == os.getuid()
+                assert peer_uid(accepted.getpeername(), listening.getsockname()) == os.getuid()
+                assert peer_uid(("127.0.0.1", 1), listening.getsockname()) is None
+    if socket.has_ipv6:
+        try:
+            listening6 = socket.create_server(("::1", 0), family=socket.AF_INET6)
+        except OSError:
+            return  # no IPv6 loopback here
+        with listening6, socket.create_connection(listening6.getsockname()[:2]) as client6:
+            assert peer_uid(client6.getsockname()[:2], listening6.getsockname()[:2]) == os.getuid()
+
+
+OTHER_USER_PROBE = """
+import json, sys, urllib.error, urllib.request
+request = urllib.request.Request(sys.argv[1], data=sys.argv[2].encode(), method="POST", headers=json.loads(sys.argv[3]))
+try:
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        print(reply.status, reply.read().decode())
+except urllib.error.HTTPError as refused:
+    print(refused.code, refused.read().decode())
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to run a client as another user")
+def test_without_a_token_other_users_of_the_machine_are_refused(source: Path, tmp_path: Path) -> None:
+    write(source, "secret.md", "# Secret\n\nhunter2\n")
+    with http_server(source, tmp_path) as url:
+        def probe(user: int) -> str:
+            for python in dict.fromkeys([sys.executable, getattr(sys, "_base_executable", sys.executable), "/usr/bin/python3"]):
+                try:
+                    return subprocess.run(
+                        [python, "-I", "-c", OTHER_USER_PROBE, url, json.dumps(INITIALIZE), json.dumps(HEADERS)],
+                        capture_output=True, text=True, timeout=60, user=user, group=user, extra_groups=[], cwd="/",
+                    ).stdout
+                except PermissionError:  # a Python under a folder that user may not enter
+                    continue
+            pytest.skip("no Python here that another user may run")
+
+        assert probe(65534).startswith("403 this server answers only the user who started it")
+        assert probe(0).startswith("200")
+
+
+def test_a_connection_that_never_sends_a_whole_request_is_closed(source: Path, tmp_path: Path) -> None:
+    with http_server(source, tmp_path) as url:
+        address = url.split("/")[2].rsplit(":", 1)
+        with socket.create_connection((address[0], int(address[1]))) as slow:
+            slow.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and nothing more
+            slow.settimeout(REQUEST_HEAD_SECONDS + 20)
+            started = time.monotonic()
+            assert slow.recv(1) == b"", "closed by the server"
+            assert time.monotonic() - started < REQUEST_HEAD_SECONDS + 15
+
+
+def test_http_flags_are_refused_on_stdio_and_an_empty_token_is_not_no_token(source: Path) -> None:
+    for flags in (["--port", "9000"], ["--host", "127.0.0.1"], ["--allow-remote"], ["--token-file", "t"], ["--allow-host", "x"]):
+        run = subprocess.run([sys.executable, str(MAIN_PY), "serve", "--source", str(source), *flags],
+                             capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=clean_environment())
+        assert run.returncode == 2 and "is for --transport http" in run.stderr, (flags, run.stderr)
+    assert "at least 16 characters" in refused_start(source, env=clean_environment(DOCSEARCH_TOKEN=""))
