@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import signal
+import socket
 import sqlite3
 import sys
 import threading
@@ -31,7 +32,7 @@ from config import CONFIG_ENV_VAR, ENV_VARS, FLAGS, load_config
 from database import IndexWriter
 from exceptions import Cancelled, ConfigError, DocSearchError, IndexUnavailableError
 from file_utils import MAX_USER_PATH_CHARS
-from http_server import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV_VAR, http_settings, listening_socket, serve_http
+from http_server import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV_VAR, HttpSettings, http_settings, listening_socket, serve_http
 from indexer import MAX_DOCUMENT_CHARS, TextIndexer, document_reply, read_status, watched_folder
 from models import VERSION, ScanProgress, ServerConfig, StatusReply
 from search import MAX_EXTENSIONS, MAX_LIMIT, MAX_OFFSET, MAX_PATH_PATTERN_CHARS, Freshness, read_filters
@@ -344,21 +345,26 @@ def cmd_status(config: ServerConfig, args: argparse.Namespace) -> int:
     hint = other_settings_hint(config)
     if hint and status["last_error"]:
         status["last_error"] += hint
-    unreadable = status["state"] == "starting" and status["writer_pid"] is None and config.db_path.exists() and bool(status["last_error"])
+    unopened = unopened_state(status, config.db_path.exists())
     if args.json:
         print(json.dumps(status, ensure_ascii=False, indent=2))
     else:
-        for label, value in status_lines(status, config.db_path.exists()):
+        for label, value in status_lines(status, unopened):
             print(printable(f"{label:<10} {value}"))
-    return 1 if unreadable else 0
+    return 1 if unopened and unopened.startswith("cannot be read") else 0
 
 
-def status_lines(status: StatusReply, index_exists: bool = True) -> list[tuple[str, str]]:
+def unopened_state(status: StatusReply, index_exists: bool) -> str | None:
+    """Why no process has the index open, when none has: not made yet, or not readable."""
+    if status["state"] != "starting" or status["writer_pid"] is not None:
+        return None
+    return f"cannot be read: {status['last_error']}" if index_exists else "not indexed yet (run index, or start the server)"
+
+
+def status_lines(status: StatusReply, unopened: str | None = None) -> list[tuple[str, str]]:
     """get_index_status as (label, text) lines for a person; --json gives every field as is."""
     progress, watching = status["progress"], status["watching"]
-    state = {"idle": "up to date", "starting": "starting", "error": "error"}.get(status["state"], status["state"])
-    if status["state"] == "starting" and status["writer_pid"] is None:
-        state = "not indexed yet (run index, or start the server)" if not index_exists else f"cannot be read: {status['last_error']}"
+    state = unopened or {"idle": "up to date", "error": "error"}.get(status["state"], status["state"])
     if status["state"] == "indexing":
         state = f"indexing ({progress['phase']}): {progress['files_done']:,} of {progress['files_total']:,} files"
     if status["writer_pid"] is not None:
@@ -561,9 +567,14 @@ def build_server(daemon: Daemon) -> Any:
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
     async def search(
-        query: str, limit: Annotated[int, schema_bounds(1, MAX_LIMIT)] = 10, path: Annotated[str | None, schema_bounds(0, MAX_PATH_PATTERN_CHARS, "text")] = None,
-        extensions: Annotated[list[str] | None, schema_bounds(0, MAX_EXTENSIONS, "list")] = None, modified_after: str | None = None,
-        modified_before: str | None = None, offset: Annotated[int, schema_bounds(0, MAX_OFFSET)] = 0, collapse_duplicates: bool = True,
+        query: str,
+        limit: Annotated[int, schema_bounds(1, MAX_LIMIT)] = 10,
+        path: Annotated[str | None, schema_bounds(0, MAX_PATH_PATTERN_CHARS, "text")] = None,
+        extensions: Annotated[list[str] | None, schema_bounds(0, MAX_EXTENSIONS, "list")] = None,
+        modified_after: str | None = None,
+        modified_before: str | None = None,
+        offset: Annotated[int, schema_bounds(0, MAX_OFFSET)] = 0,
+        collapse_duplicates: bool = True,
     ) -> SearchReply:
         """Full-text search of the indexed files. Returns the best-matching section of each file
         (at most `limit` files, 1-100): path, title, heading, snippet (matches in **bold**; a ** in
@@ -593,8 +604,11 @@ def build_server(daemon: Daemon) -> Any:
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
     async def get_document(
-        path: Annotated[str, schema_bounds(1, MAX_USER_PATH_CHARS, "text")], heading: str | None = None, start_line: Annotated[int | None, schema_bounds(1)] = None,
-        end_line: Annotated[int | None, schema_bounds(1)] = None, max_chars: Annotated[int, schema_bounds(1, MAX_DOCUMENT_CHARS)] = 20_000,
+        path: Annotated[str, schema_bounds(1, MAX_USER_PATH_CHARS, "text")],
+        heading: str | None = None,
+        start_line: Annotated[int | None, schema_bounds(1)] = None,
+        end_line: Annotated[int | None, schema_bounds(1)] = None,
+        max_chars: Annotated[int, schema_bounds(1, MAX_DOCUMENT_CHARS)] = 20_000,
     ) -> DocumentReply:
         """Read an indexed file from disk now (`path` relative to the source, as search returns it).
         `heading`: one section, named as search results name it ("Install > Linux"; its subsections
@@ -619,7 +633,9 @@ def build_server(daemon: Daemon) -> Any:
         return read_status(config, daemon.indexer, daemon.startup_error, daemon.watch_state)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False))
-    async def refresh_index(ctx: Context, filepath: Annotated[str | None, schema_bounds(1, MAX_USER_PATH_CHARS, "text")] = None) -> RefreshReply:
+    async def refresh_index(
+        ctx: Context, filepath: Annotated[str | None, schema_bounds(1, MAX_USER_PATH_CHARS, "text")] = None
+    ) -> RefreshReply:
         """Make the index current now. With `filepath` (relative to the source directory, or
         absolute inside it): re-read that one file, or drop it if it was deleted. Without: rescan
         everything (waits for a scan already running, then scans again)."""
@@ -645,20 +661,8 @@ def build_server(daemon: Daemon) -> Any:
 
 
 def cmd_serve(config: ServerConfig, args: argparse.Namespace) -> int:
-    listening = None
     try:
-        if args.transport == "http":
-            settings = http_settings(
-                DEFAULT_HOST if args.host is None else args.host, DEFAULT_PORT if args.port is None else args.port,
-                args.allow_remote, Path(args.token_file) if args.token_file else None, args.allow_host, os.environ,
-            )
-            listening = listening_socket(settings)
-        else:
-            http_only = {"--host": args.host, "--port": args.port, "--allow-remote": args.allow_remote or None,
-                         "--token-file": args.token_file, "--allow-host": args.allow_host or None}
-            given = [flag for flag, value in http_only.items() if value is not None]
-            if given:
-                raise ConfigError(given[0], "is for --transport http; this server talks over stdio")
+        http = http_listener(args)
     except ConfigError as exc:
         print(printable(f"{PROG}: {exc}"), file=sys.stderr)
         return 2
@@ -667,14 +671,31 @@ def cmd_serve(config: ServerConfig, args: argparse.Namespace) -> int:
         signal.signal(number, _stopper(daemon.close))
     server = build_server(daemon)
     daemon.start()
-    if listening is not None:
-        serve_http(server, settings, listening)  # returns on a stop signal
+    if http is not None:
+        serve_http(server, *http)  # returns on a stop signal
     else:
         if sys.stdin.isatty():
             logger.info("serving %s over MCP stdio; this is meant to be started by an MCP client (Ctrl-C stops)", config.source_directory)
         server.run()  # returns when the client closes stdin
     daemon.close()
     return 0
+
+
+def http_listener(args: argparse.Namespace) -> tuple[HttpSettings, socket.socket] | None:
+    """With --transport http, the checked settings and the socket, bound before anything starts;
+    None for stdio, where the HTTP flags are refused rather than ignored."""
+    if args.transport == "http":
+        settings = http_settings(
+            DEFAULT_HOST if args.host is None else args.host, DEFAULT_PORT if args.port is None else args.port,
+            args.allow_remote, Path(args.token_file) if args.token_file else None, args.allow_host, os.environ,
+        )
+        return settings, listening_socket(settings)
+    http_only = {"--host": args.host, "--port": args.port, "--allow-remote": args.allow_remote or None,
+                 "--token-file": args.token_file, "--allow-host": args.allow_host or None}
+    given = [flag for flag, value in http_only.items() if value is not None]
+    if given:
+        raise ConfigError(given[0], "is for --transport http; this server talks over stdio")
+    return None
 
 
 def _stopper(close: Callable[[], None]) -> Callable[[int, object], None]:
