@@ -48,6 +48,7 @@ REQUEST_HEAD_SECONDS = 10
 #: holds memory until it ends or idles out).
 MAX_CONCURRENT_REQUESTS = 200
 MAX_SESSIONS = 500
+LISTEN_BACKLOG = 128
 #: The tables Linux lists TCP sockets in, with the user owning each.
 PROC_TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -184,24 +185,36 @@ def _machine_names() -> list[str]:
 
 def listening_socket(settings: HttpSettings) -> socket.socket:
     """Bind now, so that a port in use or a bad address is a clear error before anything starts."""
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    # IPPROTO_TCP said outright: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on sockets
+    # that say so, and with it on, every reply waited ~40 ms for the client's delayed ACK.
+    listening = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
-        family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
-        return socket.create_server((settings.host, settings.port), family=family)
+        listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listening.bind((settings.host, settings.port))
+        listening.listen(LISTEN_BACKLOG)
+        return listening
     except (OSError, OverflowError) as exc:
+        listening.close()
         raise ConfigError("--host/--port", f"cannot listen on {settings.host}:{settings.port}: {getattr(exc, 'strerror', None) or exc}") from None
 
 
 def peer_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
     """The user owning the client's end of a TCP connection made on this machine (from Linux's
-    /proc/net/tcp tables); None if it is not listed there."""
-    local, remote = _proc_address(*client), _proc_address(*server)
+    /proc/net/tcp tables); None if it is not listed there. An IPv4 client may hold an IPv6 socket
+    (IPv4-mapped), listed in tcp6."""
+    wanted = {(PROC_TCP_TABLES[0], _proc_address(*client), _proc_address(*server))}
+    if ipaddress.ip_address(client[0]).version == 4:
+        wanted.add((PROC_TCP_TABLES[1], _proc_address(f"::ffff:{client[0]}", client[1]), _proc_address(f"::ffff:{server[0]}", server[1])))
+    else:
+        wanted = {(PROC_TCP_TABLES[1], _proc_address(*client), _proc_address(*server))}
     for table in PROC_TCP_TABLES:
         try:
             with open(table) as listing:
                 next(listing, None)  # the column names
                 for line in listing:
                     fields = line.split()
-                    if fields[1] == local and fields[2] == remote:
+                    if (table, fields[1], fields[2]) in wanted:
                         return int(fields[7])
         except OSError:
             continue
@@ -215,13 +228,32 @@ def _proc_address(address: str, port: int) -> str:
     return "".join(f"{word:08X}" for word in words) + f":{port:04X}"
 
 
+class ConnectionOwners:
+    """The user at the client end of each open connection, looked up once as it opens: reading
+    /proc/net/tcp takes milliseconds (the kernel walks every socket), too long for every request.
+    An entry goes when its connection closes, so a port used again is looked up again."""
+
+    def __init__(self) -> None:
+        self.owners: dict[tuple[str, int], int | None] = {}
+
+    def opened(self, client: tuple[str, int], server: tuple[str, int]) -> None:
+        self.owners[client] = peer_uid(client, server)
+
+    def closed(self, client: tuple[str, int]) -> None:
+        self.owners.pop(client, None)
+
+    def owner(self, client: tuple[str, int], server: tuple[str, int]) -> int | None:
+        return self.owners[client] if client in self.owners else peer_uid(client, server)
+
+
 class Gate:
     """ASGI middleware in front of the MCP app: a request gets through only if its Host (and
     Origin, if any) name this server, and it carries the token, or, without a token, it comes
     from the user who started the server (or root)."""
 
-    def __init__(self, app: Any, hosts: list[str], token: str | None, any_address: bool) -> None:
+    def __init__(self, app: Any, hosts: list[str], token: str | None, any_address: bool, owners: ConnectionOwners | None = None) -> None:
         self.app = app
+        self.owners = owners or ConnectionOwners()
         self.hosts = frozenset(hosts)
         self.token = token.encode() if token is not None else None
         self.any_address = any_address  # bound to 0.0.0.0 or ::: the address a connection came to is ours too
@@ -261,7 +293,7 @@ class Gate:
                 return 401, "a bearer token is required: send the header Authorization: Bearer TOKEN"
             return None
         client, server = scope.get("client"), scope.get("server")
-        owner = peer_uid(tuple(client), tuple(server)) if client and server else None
+        owner = self.owners.owner(tuple(client), tuple(server)) if client and server else None
         if owner not in (self.user, 0):
             return 403, f"this server answers only the user who started it (uid {self.user}); or start it with a token"
         return None
@@ -285,10 +317,11 @@ def serve_http(server: Any, settings: HttpSettings, listening: socket.socket) ->
         streamable_http_path=ENDPOINT, host=settings.host, max_sessions=MAX_SESSIONS,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    gate = Gate(app, own_hosts(settings, port), settings.token, _is_wildcard(settings.host))
+    owners = ConnectionOwners() if settings.token is None else None
+    gate = Gate(app, own_hosts(settings, port), settings.token, _is_wildcard(settings.host), owners)
     config = uvicorn.Config(
         gate, log_config=None, access_log=False, server_header=False, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
-        http=_protocol_with_request_deadline(), limit_concurrency=MAX_CONCURRENT_REQUESTS, backlog=128,
+        http=_connection_protocol(owners), limit_concurrency=MAX_CONCURRENT_REQUESTS, backlog=LISTEN_BACKLOG,
     )
     if not logger.isEnabledFor(logging.DEBUG):
         logging.getLogger("uvicorn").setLevel(logging.WARNING)  # its startup chatter; ours says where it listens
@@ -299,16 +332,18 @@ def serve_http(server: Any, settings: HttpSettings, listening: socket.socket) ->
     uvicorn.Server(config).run(sockets=[listening])
 
 
-def _protocol_with_request_deadline() -> type:
-    """uvicorn's HTTP/1.1 protocol, closing a connection whose request head has not all come
-    within REQUEST_HEAD_SECONDS: a client sending nothing, or a byte now and then, would otherwise
-    hold a connection (a file descriptor) for ever."""
+def _connection_protocol(owners: ConnectionOwners | None) -> type:
+    """uvicorn's HTTP/1.1 protocol, which also: closes a connection whose request head has not all
+    come within REQUEST_HEAD_SECONDS (a client sending nothing, or a byte now and then, would
+    otherwise hold a file descriptor for ever); and tells ``owners`` of each connection."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    class RequestDeadline(H11Protocol):  # type: ignore[misc]
+    class Connection(H11Protocol):  # type: ignore[misc]
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self.head_deadline = self.loop.call_later(REQUEST_HEAD_SECONDS, self.close_if_no_request)
+            if owners is not None and self.client and self.server:
+                owners.opened(self.client, self.server)
 
         def close_if_no_request(self) -> None:
             if self.cycle is None and not self.transport.is_closing():
@@ -316,9 +351,11 @@ def _protocol_with_request_deadline() -> type:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self.head_deadline.cancel()
+            if owners is not None and self.client:
+                owners.closed(self.client)
             super().connection_lost(exc)
 
-    return RequestDeadline
+    return Connection
 
 
 class _OncePerMinute(logging.Filter):

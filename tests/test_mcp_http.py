@@ -22,7 +22,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from exceptions import ConfigError
-from http_server import REQUEST_HEAD_SECONDS, Gate, HttpSettings, http_settings, own_hosts, peer_uid, read_token
+from http_server import REQUEST_HEAD_SECONDS, Gate, HttpSettings, http_settings, listening_socket, own_hosts, peer_uid, read_token
 from models import VERSION
 from tests.conftest import MAIN_PY, write
 from tests.test_mcp_stdio import call, wait_for
@@ -298,6 +298,12 @@ def test_the_user_at_the_other_end_of_a_loopback_connection_is_known() -> None:
                 assert peer_uid(client.getsockname(), listening.getsockname()) == os.getuid()
                 assert peer_uid(accepted.getpeername(), listening.getsockname()) == os.getuid()
                 assert peer_uid(("127.0.0.1", 1), listening.getsockname()) is None
+        if socket.has_ipv6:  # a client on an IPv6 socket reaching 127.0.0.1 as ::ffff:127.0.0.1 (listed in tcp6)
+            with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as mapped:
+                mapped.connect(("::ffff:127.0.0.1", listening.getsockname()[1]))
+                accepted, _ = listening.accept()
+                with accepted:
+                    assert peer_uid(accepted.getpeername(), listening.getsockname()) == os.getuid()
     if socket.has_ipv6:
         try:
             listening6 = socket.create_server(("::1", 0), family=socket.AF_INET6)
@@ -354,3 +360,14 @@ def test_http_flags_are_refused_on_stdio_and_an_empty_token_is_not_no_token(sour
                              capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=clean_environment())
         assert run.returncode == 2 and "is for --transport http" in run.stderr, (flags, run.stderr)
     assert "at least 16 characters" in refused_start(source, env=clean_environment(DOCSEARCH_TOKEN=""))
+
+
+def test_the_listening_socket_says_it_is_tcp_so_replies_are_not_held_back() -> None:
+    # asyncio turns Nagle's algorithm off only on sockets whose proto says TCP; without that each
+    # reply waited for the client's delayed ACK (~40 ms a call, bench/transport.py).
+    with listening_socket(HttpSettings("127.0.0.1", 0, None)) as listening:
+        assert listening.proto == socket.IPPROTO_TCP
+        with socket.create_connection(listening.getsockname()):
+            accepted, _ = listening.accept()
+            with accepted:
+                assert accepted.proto == socket.IPPROTO_TCP
