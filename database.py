@@ -24,6 +24,7 @@ import pwd
 import re
 import stat
 import sqlite3
+import sys
 import threading
 import time
 import zlib
@@ -139,12 +140,18 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
 def is_corruption(exc: BaseException) -> bool:
     """True for errors that mean the database file itself is damaged or not a database."""
     code = getattr(exc, "sqlite_errorcode", None)
+    if code is None and sys.version_info < (3, 11):
+        # 3.10's errors carry no code: it raises DatabaseError itself, no subclass, for SQLITE_CORRUPT
+        # and SQLITE_NOTADB (and for codes never met here); _prepare_schema raises one of its own.
+        return type(exc) is sqlite3.DatabaseError and not str(exc).startswith("schema version")
     return isinstance(exc, sqlite3.DatabaseError) and code is not None and (code & 0xFF) in _CORRUPTION_CODES
 
 
 def is_interruption(exc: BaseException) -> bool:
     """True for the error a statement stopped by ``interruptible`` raises."""
     code = getattr(exc, "sqlite_errorcode", None)
+    if code is None and sys.version_info < (3, 11):  # 3.10's errors carry no code, only SQLite's message
+        return isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted"
     return isinstance(exc, sqlite3.OperationalError) and code is not None and (code & 0xFF) == _INTERRUPT_CODE
 
 

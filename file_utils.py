@@ -11,10 +11,12 @@ import codecs
 import errno
 import functools
 import hashlib
+import itertools
 import logging
 import os
 import re
 import stat
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -757,6 +759,19 @@ def _fixed(token: tuple) -> str:
     return "[^/]" if kind == "?" else token[1]
 
 
+if sys.version_info >= (3, 11):
+    def _atomic(body: str) -> str:
+        return "(?>" + body + ")"
+else:
+    _atomic_names = itertools.count()
+
+    def _atomic(body: str) -> str:
+        """3.10 has no atomic groups: a lookahead does not backtrack either, and the backreference
+        takes what it matched. Named, never twice, as rules' regexes are joined into one."""
+        name = f"_a{next(_atomic_names)}"
+        return f"(?=(?P<{name}>{body}))(?P={name})"
+
+
 def _name_regex(tokens: list[tuple]) -> str:
     """One name's worth of tokens (no separator, no globstar): every star but the last matches up to
     the first place the fixed text after it does (atomically), so the cost stays linear per star."""
@@ -768,7 +783,7 @@ def _name_regex(tokens: list[tuple]) -> str:
             chunks[-1].append(_fixed(token))
     if len(chunks) == 1:
         return "".join(chunks[0])
-    middle = "".join(f"(?>[^/]*?{''.join(chunk)})" for chunk in chunks[1:-1] if chunk)
+    middle = "".join(_atomic("[^/]*?" + "".join(chunk)) for chunk in chunks[1:-1] if chunk)
     return "".join(chunks[0]) + middle + "[^/]*" + "".join(chunks[-1])
 
 
@@ -811,7 +826,7 @@ def _items_regex(items: list[tuple]) -> str:
         if opened_by is None:
             regex += body + "/" if block else ""
         elif block:
-            regex += "(?>" + _GLOBSTAR[opened_by] + "?" + body + "/)"
+            regex += _atomic(_GLOBSTAR[opened_by] + "?" + body + "/")
         else:
             regex += _GLOBSTAR[opened_by]
         opened_by, block = item[1], []
@@ -1149,7 +1164,9 @@ class _Prefilter:
         self.starts = {char: tuple(sorted(values)) for char, values in starts.items()}
         self.contains = _compiled("|".join(map(re.escape, sorted(contains)))).search if contains else None
         self.others = _compiled("|".join(sorted(set(others)))).match if others else None
-        self.paths = _compiled("|".join(paths)).match if paths else None
+        # Each once: alike rule files are one RuleSet, in force twice, and a group name (3.10's
+        # atomic groups) may not repeat in a regex.
+        self.paths = _compiled("|".join(dict.fromkeys(paths))).match if paths else None
         self.slow = self._slow if self.every or self.others is not None or self.paths is not None else None
 
     def _slow(self, name: str, rel: str) -> bool:

@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple
 
@@ -109,9 +109,10 @@ MAX_REPLY_ERRORS = 100
 _HEADING_OR_FENCED_BLOCK = re.compile(
     r"\n(?=[ #`~])"  # rejects most lines at once, faster than trying each branch on them
     r" {0,3}(?:(#{1,6})[ \t]+([^\n]*)"  # an ATX heading
-    # a fenced block, to a fence of the same character at least as long; possessive, so that a
-    # shorter fence cannot close it after backtracking
-    r"|(`{3,}+|~{3,}+)[^\n]*\n(?:[^\n]*\n)*? {0,3}\3"
+    # a fenced block, to a fence of the same character at least as long; the lookahead makes the
+    # whole run open it (a possessive quantifier, which 3.10 lacks), so that a shorter fence cannot
+    # close it after backtracking
+    r"|(`{3,}(?!`)|~{3,}(?!~))[^\n]*\n(?:[^\n]*\n)*? {0,3}\3"
     r"|(?:`{3}|~{3})[\s\S]*)"  # a fenced block that is never closed: to the end
 )
 _CLOSING_HASHES = re.compile(r"[ \t]+#+[ \t]*$")
@@ -529,7 +530,7 @@ def document_reply(
         "next_start_line": last + 1 if truncated and last < len(document.lines) else None,
         "outline": document.outline, "outline_truncated": document.outline_truncated,
         "changed_since_indexed": changed, "stale": stale,
-        "last_modified": datetime.fromtimestamp(document.mtime_ns / 1e9, tz=UTC).isoformat(timespec="seconds"),
+        "last_modified": datetime.fromtimestamp(document.mtime_ns / 1e9, tz=timezone.utc).isoformat(timespec="seconds"),
     }
 
 
@@ -1334,7 +1335,7 @@ def _stopped(why: str, files_done: int = 0) -> RefreshReply:
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _identity_of(folder: Path) -> str | None:

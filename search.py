@@ -21,13 +21,14 @@ import itertools
 import math
 import re
 import sqlite3
+import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import TypeVar
 
@@ -569,13 +570,47 @@ def _extensions(extensions: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(read))
 
 
+if sys.version_info >= (3, 11):
+    _fromisoformat = datetime.fromisoformat
+else:
+    # 3.10's fromisoformat reads only what isoformat() writes; this reads what 3.11's reads too:
+    # basic and week dates, times and offsets without colons, fractions of any length.
+    _ISO_DATETIME = re.compile(
+        r"([0-9]{4})(?:(-?)W([0-9]{2})(?:\2([0-9]))?|(-?)([0-9]{2})\5([0-9]{2}))(?:.([^Z+-]+)(?:(Z)|([+-])(.+))?)?", re.S
+    )
+    _ISO_CLOCK = re.compile(r"([0-9]{2})(?:(:?)([0-9]{2})(?:\2([0-9]{2}))?)?(?:[.,]([0-9]+))?")
+
+    def _clock(text: str) -> tuple[int, int, int, int]:
+        parts = _ISO_CLOCK.fullmatch(text)
+        if parts is None:
+            raise ValueError(f"Invalid isoformat time: {text!r}")
+        hour, _, minute, second, fraction = parts.groups()
+        return int(hour), int(minute or 0), int(second or 0), int((fraction or "")[:6].ljust(6, "0"))
+
+    def _fromisoformat(text: str) -> datetime:
+        try:
+            return datetime.fromisoformat(text)  # what it reads, it reads as 3.11's does
+        except ValueError:
+            pass
+        parts = _ISO_DATETIME.fullmatch(text)
+        if parts is None:
+            raise ValueError(f"Invalid isoformat string: {text!r}")
+        year, _, week, weekday, _, month, day, clock, utc, sign, offset = parts.groups()
+        when = date.fromisocalendar(int(year), int(week), int(weekday or 1)) if week else date(int(year), int(month), int(day))
+        zone = timezone.utc if utc else None
+        if sign:
+            hours, minutes, seconds, microseconds = _clock(offset)
+            zone = timezone((-1 if sign == "-" else 1) * timedelta(hours=hours, minutes=minutes, seconds=seconds, microseconds=microseconds))
+        return datetime(when.year, when.month, when.day, *(_clock(clock) if clock else ()), tzinfo=zone)
+
+
 def _instant(name: str, value: str | None) -> int | None:
     """An ISO 8601 date or datetime as ns since the epoch (UTC unless it names a timezone)."""
     if value is None:
         return None
     text = value.strip() if isinstance(value, str) else ""
     try:
-        when = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text)
+        when = _fromisoformat(text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text)
     except ValueError:
         raise ArgumentError(name, f"{value!r} is not an ISO 8601 date or datetime, e.g. 2024-05-01 or 2024-05-01T12:00:00Z"[:200]) from None
     if when.tzinfo is None:

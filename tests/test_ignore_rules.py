@@ -217,6 +217,17 @@ def test_ignore_file_wins_over_gitignore_in_its_folder_and_deeper_files_win(sour
     assert skipped["deep/secret.txt"] == "ignored"
 
 
+def test_alike_gitignore_and_ignore_with_many_star_rules(source: Path, tmp_path: Path) -> None:
+    """Two rule files alike are one parsed set, in force twice: on 3.10, where atomic groups are
+    named groups, its rules' regexes must still be joined into one regex only once."""
+    for name in (".gitignore", ".ignore"):
+        write(source, name, "d**/q*r*s*t\nn*m*o\n")
+    for rel in ("dz/qArBsCt", "d/qrst", "d/qrs", "nqmro"):
+        write(source, rel, "x")
+    found, skipped = walk_verdict(source, every_file_filter(tmp_path))
+    assert "d/qrs" in found and skipped == {"dz/qArBsCt": "ignored", "d/qrst": "ignored", "nqmro": "ignored"}
+
+
 def test_the_default_filter_skips_hidden_rule_files_but_reads_them(source: Path, tmp_path: Path) -> None:
     write(source, ".gitignore", "drafts/\n*.tmp.md\n")
     for rel in ("note.md", "drafts/d.md", "x.tmp.md", "node_modules/p/README.md", ".obsidian/w.md"):
