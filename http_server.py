@@ -21,7 +21,7 @@ import logging
 import os
 import socket
 import stat
-import sys
+import struct
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,13 +44,15 @@ MAX_TOKEN_FILE_BYTES = 4096
 GRACEFUL_SHUTDOWN_SECONDS = 3
 #: A connection that has not sent a whole request head by then is closed (uvicorn waits for ever).
 REQUEST_HEAD_SECONDS = 10
-#: Requests served at once, beyond which uvicorn answers 503; and MCP sessions open at once (each
-#: holds memory until it ends or idles out).
+#: Requests let through the gate running at once, beyond which it answers 503; and MCP sessions
+#: open at once (each holds memory until it ends or idles out).
 MAX_CONCURRENT_REQUESTS = 200
 MAX_SESSIONS = 500
 LISTEN_BACKLOG = 128
-#: The tables Linux lists TCP sockets in, with the user owning each.
-PROC_TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+#: Loggers whose messages a client can cause at will: each message is logged at most once a minute.
+NOISY_LOGGERS = ("asyncio", "uvicorn.error", "mcp.server.streamable_http", "mcp.server.streamable_http_manager")
+#: Linux's socket diagnostics over netlink (linux/netlink.h, linux/sock_diag.h): who owns a socket.
+_NETLINK_SOCK_DIAG, _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, _NLMSG_ERROR = 4, 20, 1, 2
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 MAKE_TOKEN = 'python3 -c "import secrets; print(secrets.token_urlsafe(32))"'
 
@@ -79,10 +81,10 @@ def http_settings(
         if not name or any(char.isspace() or char in "/#?@" for char in name):
             raise ConfigError("--allow-host", f"{name!r} is not a host name")
     token = read_token(token_file, environ)
-    if token is None and not all(os.path.exists(table) for table in PROC_TCP_TABLES):
+    if token is None and not owner_lookup_works():
         raise ConfigError(
             "--token-file", "without a token only you may connect, and this system cannot tell which user a connection"
-            f" comes from (no {PROC_TCP_TABLES[0]}): give a token with --token-file FILE or {TOKEN_ENV_VAR}"
+            f" comes from (Linux's sock_diag): give a token with --token-file FILE or {TOKEN_ENV_VAR}"
         )
     if not is_loopback(host):
         if not allow_remote:
@@ -200,56 +202,81 @@ def listening_socket(settings: HttpSettings) -> socket.socket:
 
 
 def peer_uid(client: tuple[str, int], server: tuple[str, int]) -> int | None:
-    """The user owning the client's end of a TCP connection made on this machine (from Linux's
-    /proc/net/tcp tables); None if it is not listed there. An IPv4 client may hold an IPv6 socket
-    (IPv4-mapped), listed in tcp6."""
-    wanted = {(PROC_TCP_TABLES[0], _proc_address(*client), _proc_address(*server))}
+    """The user owning the client's end of a TCP connection made on this machine; None if there is
+    no such socket, or no process holds it any more (closed, in TIME_WAIT: its uid reads 0, root,
+    whoever made it). Asks the kernel for that one socket (sock_diag netlink: a hashed lookup,
+    microseconds whatever the number of sockets). An IPv4 client may hold an IPv6 socket connected
+    to an IPv4-mapped address."""
+    asked = [(client, server)]
     if ipaddress.ip_address(client[0]).version == 4:
-        wanted.add((PROC_TCP_TABLES[1], _proc_address(f"::ffff:{client[0]}", client[1]), _proc_address(f"::ffff:{server[0]}", server[1])))
-    else:
-        wanted = {(PROC_TCP_TABLES[1], _proc_address(*client), _proc_address(*server))}
-    for table in PROC_TCP_TABLES:
-        try:
-            with open(table) as listing:
-                next(listing, None)  # the column names
-                for line in listing:
-                    fields = line.split()
-                    if (table, fields[1], fields[2]) in wanted:
-                        return int(fields[7])
-        except OSError:
-            continue
+        asked.append(((f"::ffff:{client[0]}", client[1]), (f"::ffff:{server[0]}", server[1])))
+    for source, destination in asked:
+        found = _sock_diag(source, destination)
+        if found is not None:
+            uid, inode = found
+            return uid if inode else None
     return None
 
 
-def _proc_address(address: str, port: int) -> str:
-    """An address as /proc/net/tcp writes it: each 32-bit word in the machine's byte order, in hex."""
-    packed = ipaddress.ip_address(address).packed
-    words = (int.from_bytes(packed[at:at + 4], sys.byteorder) for at in range(0, len(packed), 4))
-    return "".join(f"{word:08X}" for word in words) + f":{port:04X}"
+def _sock_diag(source: tuple[str, int], destination: tuple[str, int]) -> tuple[int, int] | None:
+    """(uid, inode) of the TCP socket with this source and destination (struct inet_diag_req_v2
+    and inet_diag_msg, linux/inet_diag.h); None if the kernel has none."""
+    here, there = ipaddress.ip_address(source[0]), ipaddress.ip_address(destination[0])
+    family = socket.AF_INET if here.version == 4 else socket.AF_INET6
+    socket_id = struct.pack("!HH16s16s", source[1], destination[1], here.packed.ljust(16, b"\0"), there.packed.ljust(16, b"\0"))
+    socket_id += struct.pack("=III", 0, 0xFFFFFFFF, 0xFFFFFFFF)  # any interface; no cookie to check
+    request = struct.pack("=BBBBI", family, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF) + socket_id  # all states
+    header = struct.pack("=IHHII", 16 + len(request), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, 1, 0)
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as netlink:
+        netlink.settimeout(1.0)
+        netlink.send(header + request)
+        reply = netlink.recv(8192)
+    length, kind = struct.unpack_from("=IH", reply)
+    if kind == _NLMSG_ERROR or length < 16 + 72 or len(reply) < 16 + 72:
+        return None
+    uid, inode = struct.unpack_from("=II", reply, 16 + 64)  # after family..retrans, the id, expires and queues
+    return uid, inode
+
+
+def owner_lookup_works() -> bool:
+    """Whether this system tells who owns the other end of a loopback connection: tried on one."""
+    try:
+        with socket.create_server(("127.0.0.1", 0)) as listening, socket.create_connection(listening.getsockname()):
+            accepted, peer = listening.accept()
+            with accepted:
+                return peer_uid(peer[:2], listening.getsockname()[:2]) == os.getuid()
+    except (OSError, AttributeError, struct.error):  # no AF_NETLINK (not Linux), or a kernel that refuses
+        return False
 
 
 class ConnectionOwners:
-    """The user at the client end of each open connection, looked up once as it opens: reading
-    /proc/net/tcp takes milliseconds (the kernel walks every socket), too long for every request.
-    An entry goes when its connection closes, so a port used again is looked up again."""
+    """Who may use each open connection (its client end's owner is the user who started the server,
+    or root), decided once as it opens. An entry goes when its connection closes, so a port used
+    again is looked up again."""
 
     def __init__(self) -> None:
-        self.owners: dict[tuple[str, int], int | None] = {}
+        self.user = os.getuid()
+        self.allowed: dict[tuple[str, int], bool] = {}
 
-    def opened(self, client: tuple[str, int], server: tuple[str, int]) -> None:
-        self.owners[client] = peer_uid(client, server)
+    def opened(self, client: tuple[str, int], server: tuple[str, int]) -> bool:
+        self.allowed[client] = peer_uid(client, server) in (self.user, 0)
+        return self.allowed[client]
 
     def closed(self, client: tuple[str, int]) -> None:
-        self.owners.pop(client, None)
+        self.allowed.pop(client, None)
 
-    def owner(self, client: tuple[str, int], server: tuple[str, int]) -> int | None:
-        return self.owners[client] if client in self.owners else peer_uid(client, server)
+    def may_use(self, client: tuple[str, int], server: tuple[str, int]) -> bool:
+        return self.allowed[client] if client in self.allowed else peer_uid(client, server) in (self.user, 0)
+
+    def refusal(self) -> str:
+        return f"this server answers only the user who started it (uid {self.user}); or start it with a token"
 
 
 class Gate:
     """ASGI middleware in front of the MCP app: a request gets through only if its Host (and
     Origin, if any) name this server, and it carries the token, or, without a token, it comes
-    from the user who started the server (or root)."""
+    from the user who started the server (or root). At most MAX_CONCURRENT_REQUESTS that got
+    through run at once: refused ones never count, so they cannot crowd out the user's."""
 
     def __init__(self, app: Any, hosts: list[str], token: str | None, any_address: bool, owners: ConnectionOwners | None = None) -> None:
         self.app = app
@@ -257,52 +284,60 @@ class Gate:
         self.hosts = frozenset(hosts)
         self.token = token.encode() if token is not None else None
         self.any_address = any_address  # bound to 0.0.0.0 or ::: the address a connection came to is ours too
-        self.user = os.getuid()
+        self.running = 0
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
             return
-        refusal = self.refusal(scope) if scope["type"] == "http" else (400, "only HTTP requests are served here")
-        if refusal is None:
-            await self.app(scope, receive, send)
-            return
-        status, message = refusal
-        headers = [(b"content-type", b"text/plain; charset=utf-8")]
-        if status == 401:
-            headers.append((b"www-authenticate", b'Bearer realm="docsearch"'))
-        if scope["type"] == "http":
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": message.encode() + b"\n"})
-        else:
+        if scope["type"] != "http":
             await send({"type": "websocket.close", "code": 1008})
+            return
+        refusal = self.refusal(scope)
+        if refusal is None and self.running >= MAX_CONCURRENT_REQUESTS:
+            refusal = 503, f"busy: {MAX_CONCURRENT_REQUESTS} requests are running; try again"
+        if refusal is not None:
+            await _refuse(send, *refusal)
+            return
+        self.running += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.running -= 1
 
     def refusal(self, scope: dict[str, Any]) -> tuple[int, str] | None:
         """Why this request is refused, as (HTTP status, message); None if it may go on."""
-        host, origin, authorization = (_only_header(scope, name) for name in (b"host", b"origin", b"authorization"))
+        host, origin, authorization = (_header_values(scope, name) for name in (b"host", b"origin", b"authorization"))
         hosts = self.hosts
         if self.any_address and scope.get("server"):
             hosts = hosts | {f"{_in_url(scope['server'][0])}:{scope['server'][1]}"}
-        if host is None or host.lower() not in hosts:
+        if len(host) != 1 or host[0].lower() not in hosts:
             return 421, "the Host header does not name this server; if clients reach it by that name, start it with --allow-host NAME"
-        if origin is not None and origin.lower() not in {f"{scheme}://{name}" for name in hosts for scheme in ("http", "https")}:
+        origins = {f"{scheme}://{name}" for name in hosts for scheme in ("http", "https")}
+        if len(origin) > 1 or (origin and origin[0].lower() not in origins):
             return 403, "the Origin is not this server: web pages may not call it"
         if self.token is not None:
-            scheme, _, given = (authorization or "").partition(" ")
+            scheme, _, given = (authorization[0] if len(authorization) == 1 else "").partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token):
                 return 401, "a bearer token is required: send the header Authorization: Bearer TOKEN"
             return None
         client, server = scope.get("client"), scope.get("server")
-        owner = self.owners.owner(tuple(client), tuple(server)) if client and server else None
-        if owner not in (self.user, 0):
-            return 403, f"this server answers only the user who started it (uid {self.user}); or start it with a token"
+        if not (client and server and self.owners.may_use(tuple(client), tuple(server))):
+            return 403, self.owners.refusal()
         return None
 
 
-def _only_header(scope: dict[str, Any], name: bytes) -> str | None:
-    """A header's value; None if absent or sent more than once (which one a proxy passed on is not known)."""
-    values = [value for key, value in scope["headers"] if key == name]
-    return values[0].decode("latin-1") if len(values) == 1 else None
+def _header_values(scope: dict[str, Any], name: bytes) -> list[str]:
+    return [value.decode("latin-1") for key, value in scope["headers"] if key == name]
+
+
+async def _refuse(send: Any, status: int, message: str) -> None:
+    """A plain-text refusal that also closes the connection: a refused client keeps no slot."""
+    headers = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="docsearch"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": message.encode() + b"\n"})
 
 
 def serve_http(server: Any, settings: HttpSettings, listening: socket.socket) -> None:
@@ -321,11 +356,12 @@ def serve_http(server: Any, settings: HttpSettings, listening: socket.socket) ->
     gate = Gate(app, own_hosts(settings, port), settings.token, _is_wildcard(settings.host), owners)
     config = uvicorn.Config(
         gate, log_config=None, access_log=False, server_header=False, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
-        http=_connection_protocol(owners), limit_concurrency=MAX_CONCURRENT_REQUESTS, backlog=LISTEN_BACKLOG,
+        http=_connection_protocol(owners), backlog=LISTEN_BACKLOG,
     )
     if not logger.isEnabledFor(logging.DEBUG):
         logging.getLogger("uvicorn").setLevel(logging.WARNING)  # its startup chatter; ours says where it listens
-    logging.getLogger("asyncio").addFilter(_OncePerMinute())
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).addFilter(_OncePerMinute())
     _raise_open_files_limit()
     who = "with a bearer token" if settings.token else "for your user only"
     logger.info("serving http://%s:%d%s (%s)", _in_url(settings.host), port, ENDPOINT, who)
@@ -333,24 +369,47 @@ def serve_http(server: Any, settings: HttpSettings, listening: socket.socket) ->
 
 
 def _connection_protocol(owners: ConnectionOwners | None) -> type:
-    """uvicorn's HTTP/1.1 protocol, which also: closes a connection whose request head has not all
-    come within REQUEST_HEAD_SECONDS (a client sending nothing, or a byte now and then, would
-    otherwise hold a file descriptor for ever); and tells ``owners`` of each connection."""
+    """uvicorn's HTTP/1.1 protocol, which also:
+    - closes a connection whose next request head has not all come within REQUEST_HEAD_SECONDS of
+      its opening or of its last response (uvicorn's own keep-alive timer restarts at every byte
+      received, so a byte now and then would hold a file descriptor for ever);
+    - without a token, answers 403 and closes at once a connection opened by another user, so that
+      other users cannot even hold connections open."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class Connection(H11Protocol):  # type: ignore[misc]
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
-            self.head_deadline = self.loop.call_later(REQUEST_HEAD_SECONDS, self.close_if_no_request)
-            if owners is not None and self.client and self.server:
-                owners.opened(self.client, self.server)
+            self.head_deadline: Any = None
+            if owners is not None and not (self.client and self.server and owners.opened(self.client, self.server)):
+                message = owners.refusal().encode() + b"\n"
+                transport.write(
+                    b"HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
+                    + b"content-length: %d\r\n\r\n" % len(message) + message
+                )
+                transport.close()
+                return
+            self.wait_for_request(after=None)
 
-        def close_if_no_request(self) -> None:
-            if self.cycle is None and not self.transport.is_closing():
-                self.transport.close()
+        def wait_for_request(self, after: Any) -> None:
+            """Close the connection unless a request after the one ``after`` (None: the first)
+            has begun within REQUEST_HEAD_SECONDS."""
+            def close_if_none_began() -> None:
+                if self.cycle is after and not self.transport.is_closing():
+                    self.transport.close()
+
+            self.head_deadline = self.loop.call_later(REQUEST_HEAD_SECONDS, close_if_none_began)
+
+        def on_response_complete(self) -> None:
+            finished = self.cycle
+            super().on_response_complete()  # may begin a request already received (pipelined)
+            if self.head_deadline is not None:
+                self.head_deadline.cancel()
+            self.wait_for_request(after=finished)
 
         def connection_lost(self, exc: Exception | None) -> None:
-            self.head_deadline.cancel()
+            if self.head_deadline is not None:
+                self.head_deadline.cancel()
             if owners is not None and self.client:
                 owners.closed(self.client)
             super().connection_lost(exc)
@@ -359,8 +418,9 @@ def _connection_protocol(owners: ConnectionOwners | None) -> type:
 
 
 class _OncePerMinute(logging.Filter):
-    """The same asyncio error at most once a minute: out of file descriptors, accept() fails and is
-    logged once per waiting connection on every retry (hundreds of MB of log in minutes)."""
+    """The same message at most once a minute. Out of file descriptors, asyncio logs a failed
+    accept() once per waiting connection on every retry (hundreds of MB in minutes); uvicorn logs
+    every malformed or upgrade request before the gate sees it; the SDK every session refused."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -275,6 +275,9 @@ def scope(host: str | None = "127.0.0.1:8765", **headers: str) -> dict[str, Any]
         (scope(None, authorization=f"Bearer {TOKEN}"), 421),
         (scope(origin="http://localhost:3000", authorization=f"Bearer {TOKEN}"), 403),
         (scope(origin="null", authorization=f"Bearer {TOKEN}"), 403),
+        ({**scope(authorization=f"Bearer {TOKEN}"), "headers": scope(origin="http://127.0.0.1:8765", authorization=f"Bearer {TOKEN}")["headers"]
+          + [(b"origin", b"http://evil.example")]}, 403),
+        ({**scope(), "headers": scope()["headers"] + [(b"authorization", f"Bearer {TOKEN}".encode())] * 2}, 401),
     ],
 )
 def test_the_gate_with_a_token(request_scope: dict[str, Any], status: int | None) -> None:
@@ -293,11 +296,14 @@ def test_bound_to_every_address_the_address_a_request_came_to_is_the_servers_own
 def test_the_user_at_the_other_end_of_a_loopback_connection_is_known() -> None:
     with socket.create_server(("127.0.0.1", 0)) as listening:
         with socket.create_connection(listening.getsockname()) as client:
+            client_end = client.getsockname()
             accepted, _ = listening.accept()
             with accepted:
                 assert peer_uid(client.getsockname(), listening.getsockname()) == os.getuid()
                 assert peer_uid(accepted.getpeername(), listening.getsockname()) == os.getuid()
                 assert peer_uid(("127.0.0.1", 1), listening.getsockname()) is None
+        time.sleep(0.1)  # closed, its end waits in FIN_WAIT/TIME_WAIT, where the kernel says uid 0: no owner
+        assert peer_uid(client_end, listening.getsockname()) is None
         if socket.has_ipv6:  # a client on an IPv6 socket reaching 127.0.0.1 as ::ffff:127.0.0.1 (listed in tcp6)
             with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as mapped:
                 mapped.connect(("::ffff:127.0.0.1", listening.getsockname()[1]))
@@ -343,15 +349,37 @@ def test_without_a_token_other_users_of_the_machine_are_refused(source: Path, tm
         assert probe(0).startswith("200")
 
 
-def test_a_connection_that_never_sends_a_whole_request_is_closed(source: Path, tmp_path: Path) -> None:
+def test_a_connection_that_sends_no_whole_request_is_closed(source: Path, tmp_path: Path) -> None:
+    def closed_in_time(connection: socket.socket) -> bool:
+        connection.settimeout(REQUEST_HEAD_SECONDS + 20)
+        started = time.monotonic()
+        while connection.recv(65536):  # the rest of a reply, then the end
+            pass
+        return time.monotonic() - started < REQUEST_HEAD_SECONDS + 15
+
     with http_server(source, tmp_path) as url:
-        address = url.split("/")[2].rsplit(":", 1)
-        with socket.create_connection((address[0], int(address[1]))) as slow:
-            slow.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and nothing more
-            slow.settimeout(REQUEST_HEAD_SECONDS + 20)
-            started = time.monotonic()
-            assert slow.recv(1) == b"", "closed by the server"
-            assert time.monotonic() - started < REQUEST_HEAD_SECONDS + 15
+        host, port = url.split("/")[2].rsplit(":", 1)
+        with socket.create_connection((host, int(port))) as first:  # its first request never ends
+            first.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            assert closed_in_time(first)
+        with socket.create_connection((host, int(port))) as second:  # a byte a second after a whole request
+            body = json.dumps(INITIALIZE).encode()
+            head = "".join(f"{name}: {value}\r\n" for name, value in {**HEADERS, "Host": f"{host}:{port}"}.items())
+            second.sendall(f"POST /mcp HTTP/1.1\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            assert b"200 OK" in second.recv(65536)
+            answered, closed = time.monotonic(), False
+            second.settimeout(1)
+            for byte in b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:" + b"1" * 100:  # a byte a second
+                try:
+                    second.sendall(bytes([byte]))
+                    closed = second.recv(65536) == b""  # else the rest of the first reply
+                except socket.timeout:
+                    continue
+                except OSError:
+                    closed = True
+                if closed:
+                    break
+            assert closed and time.monotonic() - answered < REQUEST_HEAD_SECONDS + 5
 
 
 def test_http_flags_are_refused_on_stdio_and_an_empty_token_is_not_no_token(source: Path) -> None:
