@@ -7,7 +7,7 @@ does not start. Every request passes a gate first (Gate):
 - with a token, it must carry ``Authorization: Bearer <token>``; without one (loopback only), it
   must come from the user who started the server, or root: other users of the machine cannot read
   your files through it. Linux tells which user owns the other end of a loopback connection
-  (/proc/net/tcp); where that cannot be known, a token is required.
+  (sock_diag, asked for that one socket); where that cannot be known, a token is required.
 
 Only ``serve --transport http`` imports this module's server part (uvicorn, the SDK's app).
 """
@@ -42,7 +42,8 @@ MIN_TOKEN_CHARS = 16
 MAX_TOKEN_FILE_BYTES = 4096
 #: How long Ctrl-C waits for open streams (a client's GET stream never ends by itself).
 GRACEFUL_SHUTDOWN_SECONDS = 3
-#: A connection that has not sent a whole request head by then is closed (uvicorn waits for ever).
+#: A connection whose next request head has not all come this long after it opened, or after its
+#: last reply, is closed (uvicorn waits for ever).
 REQUEST_HEAD_SECONDS = 10
 #: Requests let through the gate running at once, beyond which it answers 503; and MCP sessions
 #: open at once (each holds memory until it ends or idles out).
