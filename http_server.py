@@ -53,7 +53,7 @@ LISTEN_BACKLOG = 128
 #: Loggers whose messages a client can cause at will: each message is logged at most once a minute.
 NOISY_LOGGERS = ("asyncio", "uvicorn.error", "mcp.server.streamable_http", "mcp.server.streamable_http_manager")
 #: Linux's socket diagnostics over netlink (linux/netlink.h, linux/sock_diag.h): who owns a socket.
-_NETLINK_SOCK_DIAG, _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, _NLMSG_ERROR = 4, 20, 1, 2
+_NETLINK_SOCK_DIAG, _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, _NLMSG_ERROR, _TCP_LISTEN = 4, 20, 1, 2, 10
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 MAKE_TOKEN = 'python3 -c "import secrets; print(secrets.token_urlsafe(32))"'
 
@@ -234,6 +234,10 @@ def _sock_diag(source: tuple[str, int], destination: tuple[str, int]) -> tuple[i
         reply = netlink.recv(8192)
     length, kind = struct.unpack_from("=IH", reply)
     if kind == _NLMSG_ERROR or length < 16 + 72 or len(reply) < 16 + 72:
+        return None
+    # The kernel answers with a listening socket on that address when no connection matches (the
+    # client gone): only the very socket asked for will do.
+    if reply[17] == _TCP_LISTEN or reply[20:56] != socket_id[:36]:
         return None
     uid, inode = struct.unpack_from("=II", reply, 16 + 64)  # after family..retrans, the id, expires and queues
     return uid, inode
@@ -419,16 +423,16 @@ def _connection_protocol(owners: ConnectionOwners | None) -> type:
 
 
 class _OncePerMinute(logging.Filter):
-    """The same message at most once a minute. Out of file descriptors, asyncio logs a failed
+    """A message from the same line at most once a minute. Out of file descriptors, asyncio logs a failed
     accept() once per waiting connection on every retry (hundreds of MB in minutes); uvicorn logs
     every malformed or upgrade request before the gate sees it; the SDK every session refused."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.last: dict[str, float] = {}
+        self.last: dict[str, float] = {}  # by the line that logs
 
     def filter(self, record: logging.LogRecord) -> bool:
-        now, key = time.monotonic(), str(record.msg)
+        now, key = time.monotonic(), f"{record.pathname}:{record.lineno}"  # not the text: it may hold a session id
         if now - self.last.get(key, -60.0) < 60:
             return False
         self.last[key] = now

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -304,6 +305,18 @@ def test_the_user_at_the_other_end_of_a_loopback_connection_is_known() -> None:
                 assert peer_uid(("127.0.0.1", 1), listening.getsockname()) is None
         time.sleep(0.1)  # closed, its end waits in FIN_WAIT/TIME_WAIT, where the kernel says uid 0: no owner
         assert peer_uid(client_end, listening.getsockname()) is None
+        # A client end reset and gone, and someone listening on its port now: the kernel would answer
+        # with that listener, whose owner is not the client's.
+        with socket.create_server(("127.0.0.1", 0)) as server, socket.socket() as gone:
+            gone.connect(server.getsockname())
+            gone_end = gone.getsockname()
+            gone.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            gone.close()
+            with socket.socket() as squatter:
+                squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                squatter.bind(gone_end)
+                squatter.listen()
+                assert peer_uid(gone_end, server.getsockname()) is None
         if socket.has_ipv6:  # a client on an IPv6 socket reaching 127.0.0.1 as ::ffff:127.0.0.1 (listed in tcp6)
             with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as mapped:
                 mapped.connect(("::ffff:127.0.0.1", listening.getsockname()[1]))
