@@ -31,37 +31,6 @@ PROJECT_DIR = Path(__file__).resolve().parent
 #: loader processes and the threads a large search is split over.
 USABLE_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
-
-
-def user_files(environ: Mapping[str, str], project_dir: Path | None = None) -> tuple[Path | None, Path | None]:
-    """The settings file read when none is named, and the default index directory.
-
-    Run from a clone (``pyproject.toml`` beside the modules, also an editable install): the
-    clone's ``config.json`` and ``indexes/``. Installed as a package (pipx, uv tool, a wheel: the
-    modules are in site-packages): never there, but in the XDG base directories,
-    ``~/.config/docsearch/config.json`` (read if it exists) and ``~/.local/share/docsearch/indexes``;
-    None for each when the user has no home folder to find them in."""
-    project_dir = project_dir or PROJECT_DIR
-    if (project_dir / "pyproject.toml").is_file() and project_dir.name not in ("site-packages", "dist-packages"):
-        return project_dir / "config.json", project_dir / "indexes"
-    return _xdg_dir(environ, "XDG_CONFIG_HOME", ".config", "config.json"), _xdg_dir(environ, "XDG_DATA_HOME", ".local/share", "indexes")
-
-
-def _xdg_dir(environ: Mapping[str, str], variable: str, fallback: str, name: str) -> Path | None:
-    """``name`` in this program's folder under an XDG base directory. A relative value is ignored,
-    as the specification says, and so is a relative HOME: both would follow the working directory."""
-    base = environ.get(variable, "")
-    if os.path.isabs(base):
-        return Path(base) / "docsearch" / name
-    home = environ.get("HOME", "")
-    if not os.path.isabs(home):
-        try:
-            home = pwd.getpwuid(os.getuid()).pw_dir
-        except (KeyError, OSError):  # a user with no entry in the password database
-            return None
-    return Path(home) / fallback / "docsearch" / name if os.path.isabs(home) else None
-
-
 #: Names a config file, as --config does (the flag wins).
 CONFIG_ENV_VAR = "DOCSEARCH_CONFIG"
 #: Upper bounds, so that a value that passes validation cannot overflow later: a file is read into
@@ -99,6 +68,35 @@ FLAGS: dict[str, str] = {
     "index_notebook_outputs": "--index-notebook-outputs",
 }
 KNOWN_KEYS = frozenset(ENV_VARS)
+
+
+def user_files(environ: Mapping[str, str], project_dir: Path | None = None) -> tuple[Path | None, Path | None]:
+    """The settings file read when none is named, and the default index directory.
+
+    Run from a clone (``pyproject.toml`` beside the modules, also an editable install): the
+    clone's ``config.json`` and ``indexes/``. Installed as a package (pipx, uv tool, a wheel: the
+    modules are in site-packages): never there, but in the XDG base directories,
+    ``~/.config/docsearch/config.json`` (read if it exists) and ``~/.local/share/docsearch/indexes``;
+    None for each when the user has no home folder to find them in."""
+    project_dir = project_dir or PROJECT_DIR
+    if (project_dir / "pyproject.toml").is_file() and project_dir.name not in ("site-packages", "dist-packages"):
+        return project_dir / "config.json", project_dir / "indexes"
+    return _xdg_dir(environ, "XDG_CONFIG_HOME", ".config", "config.json"), _xdg_dir(environ, "XDG_DATA_HOME", ".local/share", "indexes")
+
+
+def _xdg_dir(environ: Mapping[str, str], variable: str, fallback: str, name: str) -> Path | None:
+    """``name`` in this program's folder under an XDG base directory. A relative value is ignored,
+    as the specification says, and so is a relative HOME: both would follow the working directory."""
+    base = environ.get(variable, "")
+    if os.path.isabs(base):
+        return Path(base) / "docsearch" / name
+    home = environ.get("HOME", "")
+    if not os.path.isabs(home):
+        try:
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        except (KeyError, OSError):  # a user with no entry in the password database
+            return None
+    return Path(home) / fallback / "docsearch" / name if os.path.isabs(home) else None
 
 
 @dataclass(frozen=True)
