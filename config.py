@@ -30,7 +30,6 @@ PROJECT_DIR = Path(__file__).resolve().parent
 #: The CPUs this process may run on (its affinity, not the machine's count): sizes the indexer's
 #: loader processes and the threads a large search is split over.
 USABLE_CPUS = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
 #: Names a config file, as --config does (the flag wins).
 CONFIG_ENV_VAR = "DOCSEARCH_CONFIG"
 #: Upper bounds, so that a value that passes validation cannot overflow later: a file is read into
