@@ -112,8 +112,8 @@ def test_a_query_that_starts_with_a_dash_is_the_query(source: Path, tmp_path: Pa
     idx = ["--source", str(source), "--index-dir", str(tmp_path / "idx")]
     assert run("index", *idx).returncode == 0
     for args in (["-draft kumquat", *idx], [*idx, "-draft kumquat"], ["--limit", "5", "-draft kumquat", *idx],
-                 ["--limit=5", *idx, "-draft kumquat"], ["--", "-draft kumquat", *idx][1:2] + idx):
-        found = run("search", *args, "--json")
+                 ["--limit=5", *idx, "-draft kumquat"], [*idx, "--", "-draft kumquat"]):
+        found = run("search", "--json", *args)
         assert found.returncode == 0, (args, found.stderr)
         assert [hit["path"] for hit in json.loads(found.stdout)["results"]] == ["final.md"], args
     # Options abbreviated before the query still work.
