@@ -17,13 +17,15 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
 from exceptions import ConfigError
-from file_utils import MAX_EXCLUDE_PATTERNS, PatternError, compile_exclude_patterns
+from file_utils import MAX_EXCLUDE_PATTERNS, MAX_PATTERN_CHARS, PatternError, compile_exclude_patterns
 from models import ServerConfig
 
 PROJECT_DIR = Path(__file__).resolve().parent
@@ -39,6 +41,9 @@ MIN_FILE_SIZE_MB = 1 / (1024 * 1024)  # one byte
 MAX_SCAN_INTERVAL_SECONDS = 365 * 24 * 3600.0
 #: A periodic rescan more often than this would only burn CPU walking the tree.
 MIN_SCAN_INTERVAL_SECONDS = 0.1
+#: A config file larger than this is refused unread: room for the largest valid one (as many
+#: exclude_patterns as allowed, each as long as allowed), not for /dev/zero.
+MAX_CONFIG_FILE_BYTES = 4 * MAX_EXCLUDE_PATTERNS * MAX_PATTERN_CHARS
 
 #: key -> environment variable that sets it. Lists are comma-separated there.
 ENV_VARS: dict[str, str] = {
@@ -74,11 +79,12 @@ def user_files(environ: Mapping[str, str], project_dir: Path | None = None) -> t
 
     Run from a clone (``pyproject.toml`` beside the modules, also an editable install): the
     clone's ``config.json`` and ``indexes/``. Installed as a package (pipx, uv tool, a wheel: the
-    modules are in site-packages): never there, but in the XDG base directories,
+    modules are in site-packages/docsearch_mcp): never there, but in the XDG base directories,
     ``~/.config/docsearch/config.json`` (read if it exists) and ``~/.local/share/docsearch/indexes``;
     None for each when the user has no home folder to find them in."""
     project_dir = project_dir or PROJECT_DIR
-    if (project_dir / "pyproject.toml").is_file() and project_dir.name not in ("site-packages", "dist-packages"):
+    installed = {project_dir.name, project_dir.parent.name} & {"site-packages", "dist-packages"}
+    if (project_dir / "pyproject.toml").is_file() and not installed:
         return project_dir / "config.json", project_dir / "indexes"
     return _xdg_dir(environ, "XDG_CONFIG_HOME", ".config", "config.json"), _xdg_dir(environ, "XDG_DATA_HOME", ".local/share", "indexes")
 
@@ -139,13 +145,14 @@ def _read_config_file(config_file: Path | None, default_file: Path | None) -> di
         config_file = default_file
     origin = f"config file {config_file}"
     try:
-        data = json.loads(Path(config_file).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError("config", "file not found", str(config_file)) from None
-    except (OSError, UnicodeDecodeError) as exc:
+        # Numbers as written (Decimal): a float would read 1e-400 as 0 and 1e400 as infinity.
+        data = json.loads(_config_bytes(config_file).decode("utf-8"), parse_float=Decimal, parse_int=Decimal)
+    except UnicodeDecodeError as exc:
         raise ConfigError("config", f"cannot read: {exc}", str(config_file)) from None
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, or arrays nested past the stack
         raise ConfigError("config", f"not valid JSON: {exc}", str(config_file)) from None
+    except InvalidOperation:
+        raise ConfigError("config", "holds a number with an exponent out of range", str(config_file)) from None
     if not isinstance(data, dict):
         raise ConfigError("config", "must be a JSON object of settings", str(config_file))
     unknown = sorted(set(data) - KNOWN_KEYS)
@@ -153,6 +160,33 @@ def _read_config_file(config_file: Path | None, default_file: Path | None) -> di
         raise ConfigError(unknown[0], f"unknown setting (known: {', '.join(sorted(KNOWN_KEYS))})", origin)
     base = Path(config_file).resolve().parent
     return {key: _Value(raw, origin, base, textual=False) for key, raw in data.items()}
+
+
+def _config_bytes(config_file: Path) -> bytes:
+    """The config file's bytes, read only if it is a regular file of at most MAX_CONFIG_FILE_BYTES:
+    a FIFO must not block the start, nor /dev/zero fill the memory."""
+    try:
+        descriptor = os.open(config_file, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except FileNotFoundError:
+        raise ConfigError("config", "file not found", str(config_file)) from None
+    except OSError as exc:
+        raise ConfigError("config", f"cannot read: {exc.strerror or exc}", str(config_file)) from None
+    try:
+        info = os.fstat(descriptor)  # of what was opened: the name may have been swapped since
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError("config", "is not a regular file (a folder, FIFO or device): give a JSON file", str(config_file))
+        chunks: list[bytes] = []
+        left = MAX_CONFIG_FILE_BYTES + 1
+        while left > 0 and (chunk := os.read(descriptor, left)):
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise ConfigError("config", f"cannot read: {exc.strerror or exc}", str(config_file)) from None
+    finally:
+        os.close(descriptor)
+    if left <= 0:
+        raise ConfigError("config", f"is larger than {MAX_CONFIG_FILE_BYTES:,} bytes: it should hold only settings", str(config_file))
+    return b"".join(chunks)
 
 
 def _validate(values: dict[str, _Value], default_index_dir: Path | None) -> ServerConfig:
@@ -197,7 +231,7 @@ def _path(value: _Value, key: str) -> Path:
     the environment must not pass through a link inside the working directory: that directory is
     often an untrusted project, which could point "docs" at the user's private folder."""
     if not isinstance(value.raw, (str, os.PathLike)) or not str(value.raw).strip():
-        raise ConfigError(key, f"must be a non-empty path string, got {value.raw!r}", value.origin)
+        raise ConfigError(key, f"must be a non-empty path string, got {_shown(value.raw)}", value.origin)
     if "\x00" in str(value.raw):
         raise ConfigError(key, "must not contain a NUL byte", value.origin)
     try:
@@ -247,7 +281,7 @@ def _extensions(value: _Value | None, key: str, default: tuple[str, ...]) -> tup
     raw = value.raw
     items = raw.split(",") if isinstance(raw, str) and value.textual else raw
     if not isinstance(items, (list, tuple)) or not all(isinstance(item, str) for item in items):
-        raise ConfigError(key, f"must be a list of extensions like [\".md\", \".txt\"], got {raw!r}", value.origin)
+        raise ConfigError(key, f"must be a list of extensions like [\".md\", \".txt\"], got {_shown(raw)}", value.origin)
     result = []
     for item in items:
         ext = item.strip().lower()
@@ -277,7 +311,7 @@ def _patterns(value: _Value | None, default: tuple[str, ...]) -> tuple[str, ...]
     elif isinstance(raw, (list, tuple)) and all(isinstance(item, str) for item in raw):
         items = list(raw)
     else:
-        raise ConfigError(key, f"must be a list of patterns like [\"drafts/**\", \"*.tmp\"], got {raw!r}", value.origin)
+        raise ConfigError(key, f"must be a list of patterns like [\"drafts/**\", \"*.tmp\"], got {_shown(raw)}", value.origin)
     if len(items) > MAX_EXCLUDE_PATTERNS:
         raise ConfigError(key, f"at most {MAX_EXCLUDE_PATTERNS} patterns, got {len(items)}", value.origin)
     for item in items:
@@ -302,50 +336,56 @@ def _boolean(value: _Value | None, key: str, default: bool) -> bool:
         return raw
     if isinstance(raw, str) and value.textual and raw.strip().lower() in _TRUE + _FALSE:
         return raw.strip().lower() in _TRUE
-    raise ConfigError(key, f"must be true or false, got {raw!r}", value.origin)
+    raise ConfigError(key, f"must be true or false, got {_shown(raw)}", value.origin)
 
 
 def _file_size(value: _Value | None, default: float) -> float:
-    megabytes = _number(value, "max_file_size_mb", default, MAX_FILE_SIZE_MB)
-    if value is not None and megabytes < MIN_FILE_SIZE_MB:
-        raise ConfigError("max_file_size_mb", f"must be at least one byte ({MIN_FILE_SIZE_MB:.7f}), got {value.raw!r}", value.origin)
-    return megabytes
+    if value is None:
+        return default
+    return _number(value, "max_file_size_mb", MIN_FILE_SIZE_MB, MAX_FILE_SIZE_MB, f"at least one byte ({MIN_FILE_SIZE_MB:.7f})")
 
 
 def _scan_interval(value: _Value | None, default: float) -> float:
     """0 (scan only at start and on request), or a period within the bounds above."""
     if value is None:
         return default
-    seconds = _number(value, "scan_interval_seconds", default, MAX_SCAN_INTERVAL_SECONDS, zero_allowed=True)
-    if 0 < seconds < MIN_SCAN_INTERVAL_SECONDS:
-        raise ConfigError(
-            "scan_interval_seconds", f"must be 0 (no periodic rescan) or at least {MIN_SCAN_INTERVAL_SECONDS:g}, got {value.raw!r}", value.origin
-        )
-    return seconds
+    return _number(
+        value, "scan_interval_seconds", MIN_SCAN_INTERVAL_SECONDS, MAX_SCAN_INTERVAL_SECONDS,
+        f"0 (no periodic rescan) or at least {MIN_SCAN_INTERVAL_SECONDS:g}", zero_allowed=True,
+    )
 
 
-def _number(value: _Value | None, key: str, default: float, maximum: float, zero_allowed: bool = False) -> float:
-    """A finite number, greater than 0 (or 0 or more), and at most ``maximum``."""
-    if value is None:
-        return default
+def _number(value: _Value, key: str, minimum: float, maximum: float, at_least: str, zero_allowed: bool = False) -> float:
+    """A number from ``minimum`` to ``maximum`` (``at_least`` says the lower bound to a person), or 0
+    when ``zero_allowed``. Judged as written, not as rounded to a float: 1e-400 is too small, not 0."""
+    raw = value.raw
+    exact = _decimal(value)
+    if exact is None or exact.is_nan():
+        raise ConfigError(key, f"must be a number, got {_shown(raw)}", value.origin)
+    if exact < 0 or (exact == 0 and not zero_allowed):
+        raise ConfigError(key, f"must be {'0 or more' if zero_allowed else 'greater than 0'}, got {_shown(raw)}", value.origin)
+    if exact == 0:
+        return 0.0  # also for "-0"
+    number = float(exact)  # 0.0 when too small for a float, inf when too large
+    if number > maximum:
+        raise ConfigError(key, f"must be at most {maximum:g}, got {_shown(raw)}", value.origin)
+    if number < minimum:
+        raise ConfigError(key, f"must be {at_least}, got {_shown(raw)}", value.origin)
+    return number
+
+
+def _decimal(value: _Value) -> Decimal | None:
+    """The number a setting holds, exactly; None if it holds none (or one with an exponent past
+    Decimal's range)."""
     raw = value.raw
     if isinstance(raw, str) and value.textual:
         try:
-            raw = float(raw)
-        except ValueError:
-            raise ConfigError(key, f"must be a number, got {value.raw!r}", value.origin) from None
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-        raise ConfigError(key, f"must be a number, got {value.raw!r}", value.origin)
-    try:
-        number = float(raw)  # a JSON integer can be too large for a float
-    except OverflowError:
-        number = float("inf")
-    if number != number:
-        raise ConfigError(key, f"must be a number, got {value.raw!r}", value.origin)
-    if zero_allowed and number < 0:
-        raise ConfigError(key, f"must be 0 or more, got {value.raw!r}", value.origin)
-    if not zero_allowed and number <= 0:
-        raise ConfigError(key, f"must be greater than 0, got {value.raw!r}", value.origin)
-    if number > maximum:
-        raise ConfigError(key, f"must be at most {maximum:g}, got {value.raw!r}", value.origin)
-    return number
+            return Decimal(raw.strip())
+        except InvalidOperation:
+            return None
+    return Decimal(raw) if isinstance(raw, (int, float, Decimal)) and not isinstance(raw, bool) else None
+
+
+def _shown(raw: Any) -> str:
+    """A setting's value as its message quotes it (a number from the config file as written)."""
+    return str(raw) if isinstance(raw, Decimal) else repr(raw)

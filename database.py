@@ -319,6 +319,8 @@ class LockHolder(NamedTuple):
     files_done: int = 0
     files_total: int = 0
     errors: int = 0
+    #: With phase "failed": why the holder could not write the index (SQLite's message).
+    problem: str = ""
 
 
 #: The lock file holds one record of this many bytes, always rewritten whole in one write, so that
@@ -430,10 +432,11 @@ class WriterLock:
         record = f"{os.getpid()} {note}".encode("ascii", "replace")[: LOCK_RECORD_BYTES - 1]
         os.pwrite(fd, record.ljust(LOCK_RECORD_BYTES - 1) + b"\n", 0)
 
-    def record(self, phase: str, files_done: int = 0, files_total: int = 0, errors: int = 0) -> None:
-        """Say what the holder is doing, and the error count, for holder() in any process (held only)."""
+    def record(self, phase: str, files_done: int = 0, files_total: int = 0, errors: int = 0, problem: str = "") -> None:
+        """Say what the holder is doing, and the error count, for holder() in any process (held only);
+        ``problem``: with phase "failed", why (cut to what the record holds)."""
         if self._fd is not None:
-            self._write(self._fd, f"{phase} {files_done} {files_total} {errors}")
+            self._write(self._fd, f"{phase} {files_done} {files_total} {errors} {problem}".rstrip())
 
     def _open_to_read(self) -> int | None:
         """A descriptor of the lock file if it is a regular file (never a link, never a FIFO's wait)."""
@@ -491,7 +494,7 @@ def _read_holder(fd: int) -> LockHolder:
         return LockHolder(None)
     numbers = [int(field) if field.isdigit() else 0 for field in fields[2:5]]
     pid = int(fields[0]) if fields and fields[0].isdigit() else None
-    return LockHolder(pid, fields[1] if len(fields) > 1 else "", *numbers)
+    return LockHolder(pid, fields[1] if len(fields) > 1 else "", *numbers, problem=" ".join(fields[5:]))
 
 
 def compress(text: str) -> bytes:
@@ -628,10 +631,20 @@ class IndexWriter:
                 if self.conn.total_changes != changes:
                     # Unique across index files too: readers of a replaced file see another value.
                     self.set_meta("generation", f"{time.time_ns()}-{os.getpid()}")
+                self.conn.execute("COMMIT")
             except BaseException:
-                self.conn.execute("ROLLBACK")
+                self._roll_back()
                 raise
-            self.conn.execute("COMMIT")
+
+    def _roll_back(self) -> None:
+        """End a failed transaction, keeping the error that failed it: after some errors (a full
+        disk) SQLite has rolled back already, and a ROLLBACK would fail with an error of its own."""
+        if not self.conn.in_transaction:
+            return
+        try:
+            self.conn.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            logger.warning("could not roll back a failed transaction on %s: %s", self.db_path, exc)
 
     def file_signatures(self) -> Mapping[Signature, int]:
         """The Signature of every indexed file -> when it was indexed (ns).
@@ -1086,17 +1099,22 @@ def matching_files(conn: sqlite3.Connection, match: str) -> list[int]:
 
 
 def file_condition(
-    prefix: str, glob: str | None, suffixes: Sequence[str], modified: tuple[int | None, int | None], pattern: str | None
+    prefix: str, glob: str | None, suffixes: Sequence[str], modified: tuple[int | None, int | None], pattern: str | None,
+    like: str | None = None,
 ) -> FileCondition:
     """The files whose path starts with ``prefix`` (read from the index on paths), matches the
-    SQLite ``glob`` and the regular expression ``pattern`` (if any; see _path_matches), ends with
-    one of ``suffixes`` (any case; if any), and whose mtime_ns is within ``modified`` (from,
-    inclusive; until, exclusive; None: open)."""
+    SQLite ``glob``, the LIKE pattern ``like`` (ASCII letters in any case; \\ escapes) and the
+    regular expression ``pattern`` (if any; see _path_matches), ends with one of ``suffixes`` (any
+    case; if any), and whose mtime_ns is within ``modified`` (from, inclusive; until, exclusive;
+    None: open)."""
     conditions = ["files.path >= ?", "files.path < ?"]
     values: list[object] = [prefix, prefix + "\U0010ffff"]
     if glob is not None:
         conditions.append("files.path GLOB ?")
         values.append(glob)
+    if like is not None:
+        conditions.append("files.path LIKE ? ESCAPE '\\'")
+        values.append(like)
     if suffixes:
         conditions.append("(" + " OR ".join("files.path LIKE ? ESCAPE '\\'" for _ in suffixes) + ")")
         values.extend("%" + re.sub(r"([%_\\])", r"\\\1", suffix) for suffix in suffixes)
@@ -1114,6 +1132,11 @@ def files_passing(conn: sqlite3.Connection, condition: FileCondition, most: int)
     """The ids of the files passing ``condition``, in order; None if there are more than ``most``."""
     rows = conn.execute(f"SELECT id FROM files WHERE {condition.sql} LIMIT ?", (*condition.values, most + 1)).fetchall()
     return sorted(file_id for (file_id,) in rows) if len(rows) <= most else None
+
+
+def paths_passing(conn: sqlite3.Connection, condition: FileCondition, most: int) -> list[str]:
+    """The paths of at most ``most`` files passing ``condition``."""
+    return [path for (path,) in conn.execute(f"SELECT path FROM files WHERE {condition.sql} LIMIT ?", (*condition.values, most))]
 
 
 def _path_matches(pattern: str, path: str) -> bool:

@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import re
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def writable(text: str) -> str:
+    """``text`` as it can be written out as UTF-8 (a reply, a message, a log line): each lone
+    surrogate, which is how Python holds a byte of a file name that is not UTF-8, as U+FFFD."""
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
 
 class DocSearchError(Exception):
-    """Base class for every error this daemon raises on purpose."""
+    """Base class for every error this daemon raises on purpose. Its message is always writable:
+    the paths it names may be under a folder whose name is not UTF-8 (the attributes keep them as given)."""
+
+    def __str__(self) -> str:
+        return writable(super().__str__())
 
 
 class ConfigError(DocSearchError):

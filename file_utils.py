@@ -1,13 +1,17 @@
 """Everything that touches the file system for content: walking, filters, reading, decoding, paths.
 
-Nothing here writes. Only regular files are ever opened, and they are opened non-blocking so a
-file swapped for a FIFO between the walk and the read cannot hang the daemon.
+Nothing here writes. Every name under the source is opened, stat-ed or listed below the source's
+folder with no link followed (open_in_source), so a name swapped for a link between the walk and
+the read cannot lead outside; a file is read only if the open descriptor is a regular file, and it
+is opened non-blocking so that a FIFO swapped in cannot hang the daemon.
 """
 
 from __future__ import annotations
 
 import bisect
 import codecs
+import contextlib
+import ctypes
 import errno
 import functools
 import hashlib
@@ -37,7 +41,7 @@ SKIP_REASONS = (
     "hidden",  # its name, or a folder's it is in, starts with a dot (include_hidden: false)
     "too_large",  # larger than max_file_size_mb
     "binary",  # NUL bytes or many control bytes in the content sample
-    "not_regular_file",  # FIFO, socket, device
+    "not_regular_file",  # FIFO, socket, device; or a folder, asked for as a file
     "symlink_outside_source",  # a link whose target leaves the source directory
     "duplicate_link",  # a link to a file or folder inside the source, indexed under its real path
     "duplicate_directory",  # a folder reached a second time without a link (a bind mount)
@@ -169,11 +173,12 @@ def walk_source(
     while stack:
         dir_path, prefix, device, rules = stack.pop()
         try:
-            dir_fd, listed = _list_directory(dir_path)
+            dir_fd, listed = _list_directory(root_real, prefix)
         except OSError as exc:
             if not prefix:
                 raise SourceUnavailableError(root_real, f"cannot list it: {exc.strerror or exc}") from None
-            if exc.errno not in _GONE_ERRNOS:
+            # A folder that is a link now is not the folder found: gone, and the next walk reports the link.
+            if exc.errno not in _GONE_ERRNOS and exc.errno not in _LINKED_ERRNOS:
                 on_skip(prefix, "unreadable", f"cannot list the folder: {exc.strerror or exc}")
             continue
         skip_own_files = dir_path == index_real
@@ -234,17 +239,29 @@ def walk_source(
             os.close(dir_fd)
 
 
-def _list_directory(dir_path: str) -> tuple[int, list[os.DirEntry[str]]]:
-    """Open a directory and list it; the caller closes the returned descriptor. Listed through the
-    descriptor, an entry's stat() resolves just its name instead of its whole path again, which
-    takes a fifth off the kernel's time per file."""
-    dir_fd = os.open(dir_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+def _list_directory(root: str, prefix: str) -> tuple[int, list[os.DirEntry[str]]]:
+    """Open the folder ``prefix`` ("" or ending in "/") of the source ``root`` with no link followed
+    (open_in_source: one swapped in since it was found is not entered) and list it; the caller
+    closes the returned descriptor. Listed through the descriptor, an entry's stat() resolves just
+    its name instead of its whole path again, which takes a fifth off the kernel's time per file."""
+    dir_fd = open_in_source(root, prefix[:-1] or ".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         with os.scandir(dir_fd) as entries:
             return dir_fd, list(entries)
     except BaseException:
         os.close(dir_fd)
         raise
+
+
+@contextlib.contextmanager
+def listed_in_source(root: Path | str, rel: str) -> Iterator[list[os.DirEntry[str]]]:
+    """The entries of the folder ``rel`` ("" for the source itself), listed as the walk lists a
+    folder (no link followed), for a ``with`` block: their descriptor is closed at its end."""
+    dir_fd, listed = _list_directory(str(root), rel + "/" if rel else "")
+    try:
+        yield listed
+    finally:
+        os.close(dir_fd)
 
 
 def _classify_entry(
@@ -351,9 +368,19 @@ def _size_and_type_verdict(st: os.stat_result, file_filter: FileFilter) -> tuple
 def check_single_file(root: Path, rel: str, file_filter: FileFilter) -> DiskFile | None:
     """Apply the walk's rules to one file given by a safe key; None if it no longer exists.
 
-    The ignore rules are those the walk would meet on the way to it: the rule files of each folder
-    from the source down to the file's, read as the walk reads them.
+    It is looked at with no link followed (lstat_in_source): a link there is skipped for what it
+    points to, as the walk skips it, and a folder is "not_regular_file" (a folder, not a file). The
+    ignore rules are those the walk would meet on the way to it: the rule files of each folder from
+    the source down to the file's, read as the walk reads them.
     """
+    try:
+        st = lstat_in_source(root, rel)
+    except OSError as exc:
+        if exc.errno in _GONE_ERRNOS:
+            return None
+        raise _open_failed(rel, exc) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise FileSkipped(rel, "not_regular_file", "it is a folder, not a file")
     parts = rel.split("/")
     if any(part in IGNORED_DIRECTORIES for part in parts[:-1]):
         raise FileSkipped(rel, "excluded_directory")
@@ -364,18 +391,32 @@ def check_single_file(root: Path, rel: str, file_filter: FileFilter) -> DiskFile
     reason = ignored_by_rules(root, parts, file_filter)
     if reason:
         raise FileSkipped(rel, reason)
-    try:
-        st = os.stat(os.path.join(root, rel))
-    except FileNotFoundError:
-        if os.path.islink(os.path.join(root, rel)):
-            raise FileSkipped(rel, "broken_symlink") from None
-        return None
-    except OSError as exc:
-        raise FileSkipped(rel, "unreadable", exc.strerror or str(exc)) from None
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            _skip_link(os.path.join(root, rel), rel, os.path.realpath(root), _raise_skip)
+        except OSError as exc:
+            raise FileSkipped(rel, "unreadable", exc.strerror or str(exc)) from None
     verdict = _size_and_type_verdict(st, file_filter)
     if verdict:
         raise FileSkipped(rel, *verdict)
     return DiskFile(path=rel, mtime_ns=st.st_mtime_ns, size=st.st_size, inode=st.st_ino, ctime_ns=st.st_ctime_ns)
+
+
+def _raise_skip(rel: str, reason: str, detail: str) -> None:
+    raise FileSkipped(rel, reason, detail)
+
+
+def whitespace_twin(root: Path, rel: str) -> str | None:
+    """The key of the entry that ``rel`` (which names nothing) names but for white space at the
+    ends of its names ("doc.md" for "doc.md "), if there is one; else None."""
+    stripped = "/".join(part.strip() for part in rel.split("/"))
+    if stripped == rel or not all(stripped.split("/")):
+        return None
+    try:
+        lstat_in_source(root, stripped)
+    except OSError:
+        return None
+    return stripped
 
 
 def ignored_by_rules(root: Path, parts: list[str], file_filter: FileFilter, is_dir: bool = False) -> str | None:
@@ -416,10 +457,10 @@ def ignored_by_rules(root: Path, parts: list[str], file_filter: FileFilter, is_d
 
 
 def disk_signature(root: Path, rel: str) -> Signature | None:
-    """The Signature the walk would record for the file at ``rel`` now (one lstat), or None if
-    there is no regular file there any more."""
+    """The Signature the walk would record for the file at ``rel`` now (an lstat with no link
+    followed on the way), or None if there is no regular file there any more."""
     try:
-        st = os.lstat(os.path.join(root, rel))
+        st = lstat_in_source(root, rel)
     except OSError:
         return None
     if not stat.S_ISREG(st.st_mode):
@@ -455,19 +496,15 @@ class RawFile:
 
 
 def read_regular_file(root: Path, rel: str, max_bytes: int) -> RawFile:
-    """Read a file that must still be a regular file of at most ``max_bytes``; else FileSkipped."""
-    path = os.path.join(root, rel)
+    """Read a file that must still be a regular file of at most ``max_bytes``; else FileSkipped.
+    It is opened below the source with no link followed (open_in_source), and checked on the open
+    descriptor: nothing else is ever opened, whatever the name has become since the walk."""
     read_at_ns = time.time_ns()
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise FileSkipped(rel, "vanished") from None
+        fd = open_in_source(root, rel, _READ_FLAGS)
     except OSError as exc:
-        raise FileSkipped(rel, "unreadable", exc.strerror or str(exc)) from None
+        raise _open_failed(rel, exc) from None
     try:
-        # The walk checked links, but the name may have become a link out of the source since.
-        if not _opened_inside(fd, path, root):
-            raise FileSkipped(rel, "symlink_outside_source", "became a link out of the source before it was read")
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise FileSkipped(rel, "not_regular_file")
@@ -491,6 +528,15 @@ def read_regular_file(root: Path, rel: str, max_bytes: int) -> RawFile:
     )
 
 
+def _open_failed(rel: str, exc: OSError) -> FileSkipped:
+    """Why the file at ``rel`` could not be opened or stat-ed below the source, for its skip."""
+    if exc.errno in _GONE_ERRNOS:
+        return FileSkipped(rel, "vanished")
+    if exc.errno in _LINKED_ERRNOS:
+        return FileSkipped(rel, "vanished", CHANGED_TO_LINK)
+    return FileSkipped(rel, "unreadable", exc.strerror or str(exc))
+
+
 def _read_to_end(fd: int, expected: int, max_bytes: int) -> bytes:
     """Read until end of file or just past ``max_bytes``. The first read asks for the expected size
     plus one byte, so an unchanged file is read in one call into a buffer of the right size (a
@@ -508,14 +554,121 @@ def _read_to_end(fd: int, expected: int, max_bytes: int) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def _opened_inside(fd: int, path: str, root: Path) -> bool:
-    """True if the open descriptor's file lies inside ``root`` (Linux: asked of /proc; elsewhere the
-    path is resolved again, which leaves a smaller window)."""
+# ---- opening below the source: no link followed, never above it ---------------------------------
+
+#: A file to read: no link followed at its end; O_NONBLOCK so that a FIFO put in its place neither
+#: blocks nor waits for a writer, O_NOCTTY so that a terminal does not become the process's own.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+#: A folder on the way: O_PATH (Linux) opens nothing, and passes folders one may enter but not list.
+_PATH_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: What opening below the source raises where a name on the way is a link now, or leads out.
+_LINKED_ERRNOS = frozenset({errno.ELOOP, errno.EXDEV})
+CHANGED_TO_LINK = "changed while being read: it, or a folder on its path, is a link now"
+#: openat2(2)'s number on the architectures that share the unified system call table (Linux 5.6+).
+_OPENAT2_NUMBER = 437
+_OPENAT2_MACHINES = frozenset({"x86_64", "aarch64", "armv7l", "armv8l", "i686", "ppc64le", "s390x", "riscv64"})
+#: RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS: not above the folder, no link at all.
+_RESOLVE_STRICT = 0x08 | 0x04 | 0x02
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+def _load_openat2() -> Callable[[int, str, int], int] | None:
+    """openat2 with _RESOLVE_STRICT, if this kernel has it and lets it be called (a seccomp filter
+    may not); None otherwise, and names are then opened one at a time."""
+    if sys.platform != "linux" or os.uname().machine not in _OPENAT2_MACHINES:
+        return None
     try:
-        opened = os.readlink(f"/proc/self/fd/{fd}")
+        syscall = ctypes.CDLL(None, use_errno=True).syscall
+    except (OSError, AttributeError):
+        return None
+    syscall.restype = ctypes.c_long
+    syscall.argtypes = (ctypes.c_long, ctypes.c_long, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t)
+
+    def openat2(dir_fd: int, rel: str, flags: int) -> int:
+        how = _OpenHow(flags, 0, _RESOLVE_STRICT)
+        fd = syscall(_OPENAT2_NUMBER, dir_fd, os.fsencode(rel), ctypes.addressof(how), ctypes.sizeof(how))
+        if fd < 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+        return fd
+
+    try:
+        probe = os.open("/", _PATH_FLAGS)
+        try:
+            os.close(openat2(probe, ".", _PATH_FLAGS))
+        finally:
+            os.close(probe)
     except OSError:
-        opened = os.path.realpath(path)
-    return is_inside(opened, str(root)) or is_inside(opened, os.path.realpath(root))
+        return None
+    return openat2
+
+
+_openat2 = _load_openat2()
+
+
+def open_in_source(root: Path | str, rel: str, flags: int) -> int:
+    """Open ``rel`` (names joined by "/"; "." for the source itself) below the source folder
+    ``root`` with ``flags``, following no link, on the way or at its end, and never going above
+    it. Raises OSError as os.open does: ELOOP (or EXDEV) where a name on the way is a link or "..".
+    """
+    root_fd = os.open(root, _PATH_FLAGS & ~os.O_NOFOLLOW)
+    try:
+        return _open_beneath(root_fd, rel, flags)
+    finally:
+        os.close(root_fd)
+
+
+def lstat_in_source(root: Path | str, rel: str) -> os.stat_result:
+    """os.lstat of ``rel`` below the source folder ``root``, following no link on the way (OSError
+    as open_in_source raises it)."""
+    _refuse_climbing(rel)
+    folder, _, name = rel.rpartition("/")
+    if not folder:
+        return os.lstat(os.path.join(root, name))
+    fd = open_in_source(root, folder, _PATH_FLAGS)
+    try:
+        return os.stat(name, dir_fd=fd, follow_symlinks=False)
+    finally:
+        os.close(fd)
+
+
+def _refuse_climbing(rel: str) -> None:
+    if ".." in rel.split("/") or "\x00" in rel:
+        raise OSError(errno.EXDEV, "the path leads out of the source", rel)
+
+
+def _open_beneath(dir_fd: int, rel: str, flags: int) -> int:
+    """open_in_source below the open folder ``dir_fd``: with openat2 where there is one, else one
+    name at a time with O_NOFOLLOW from the folder before it."""
+    _refuse_climbing(rel)
+    if _openat2 is not None:
+        # RESOLVE_NO_SYMLINKS refuses a link at the end too (ELOOP) unless O_PATH | O_NOFOLLOW ask for it.
+        return _openat2(dir_fd, rel, flags & ~os.O_NOFOLLOW)
+    names = rel.split("/")
+    fd = dir_fd
+    try:
+        for name in names[:-1]:
+            next_fd = _open_name(fd, name, _PATH_FLAGS, rel)
+            if fd != dir_fd:
+                os.close(fd)
+            fd = next_fd
+        return _open_name(fd, names[-1], flags | os.O_NOFOLLOW, rel)
+    finally:
+        if fd != dir_fd:
+            os.close(fd)
+
+
+def _open_name(dir_fd: int, name: str, flags: int, rel: str) -> int:
+    try:
+        return os.open(name, flags, dir_fd=dir_fd)
+    except NotADirectoryError:
+        # O_DIRECTORY | O_NOFOLLOW on a link says ENOTDIR; openat2 says ELOOP: say it as openat2 does.
+        if stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), rel) from None
+        raise
 
 
 def content_hash(data: bytes) -> str:
@@ -1391,12 +1544,10 @@ def resolve_user_path(root: Path, user_path: str, index_directory: Path) -> str:
     root_real = os.path.realpath(root)
     lexical = os.path.normpath(os.path.join(root_real, user_path))
     if not is_inside(lexical, root_real):
-        raise UnsafePathError(user_path, f"it is outside the source directory {root_real}")
-    if lexical == root_real:
-        raise UnsafePathError(user_path, "it is the source directory itself; call refresh_index without a path")
-    if not is_inside(os.path.realpath(lexical), root_real):
+        raise UnsafePathError(user_path, "it is outside the source directory")
+    real = os.path.realpath(lexical)  # once: what is checked is what is returned
+    if not is_inside(real, root_real):
         raise UnsafePathError(user_path, "it is a link that points outside the source directory")
-    real = os.path.realpath(lexical)
     if real == root_real:
         raise UnsafePathError(user_path, "it is the source directory itself; call refresh_index without a path")
     index_real = os.path.realpath(index_directory)

@@ -6,32 +6,42 @@ and its headings, each with the line of ``text`` it stands on. Files come from f
 vetted, so any input bytes end in an Extracted or in FileSkipped, never in another exception:
 
 - Archives are opened only with at most MAX_ARCHIVE_MEMBERS members, and their parts are read
-  through a bounded read against a budget of MAX_UNPACKED_BYTES in all and MAX_ARCHIVE_READS
-  reads; a part that claims to inflate more than MAX_COMPRESSION_RATIO times is not inflated.
+  through a bounded read against one budget for the whole archive: MAX_COMPRESSION_RATIO times
+  its size (at least RATIO_CHECK_BYTES) and at most MAX_UNPACKED_BYTES; a part that claims to
+  inflate past what is left is not inflated. A part listed many times (an e-book's spine, a
+  deck's slide list) is read once.
+- A file's text is capped while it is built (extract's max_text_chars): past the cap the file is
+  too_large, before more memory goes into it.
 - XML parts that declare a document type are refused before parsing (entity expansion: billion
-  laughs, external entities). Parts are parsed as a stream that keeps one block (paragraph, table
-  row, shape) at a time, of at most MAX_BLOCK_ELEMENTS elements.
+  laughs, external entities), and so are tags of more than MAX_TAG_ATTRIBUTES attributes. Parts
+  are parsed as a stream that keeps one block (paragraph, table row, shape) at a time, of at most
+  MAX_BLOCK_ELEMENTS elements and attributes.
 - HTML is read by a one-pass tokenizer here: html.parser is quadratic on unclosed constructs.
 - Nothing recurses over the input: trees are walked with explicit stacks, so 100,000-deep
   nesting is as cheap as flat input; ``json`` does recurse, and its RecursionError is caught.
 - PDF goes through poppler's pdftotext, found only in PATH's absolute folders (the working
-  directory is an indexed folder and must never choose what runs), with a time limit, a cap on
-  its output and a private copy of the file.
+  directory is an indexed folder and must never choose what runs), with a time limit, a CPU
+  limit, a cap on its output, bound to die with the process that started it, and reading the
+  file from an unnamed temporary copy on its stdin (nothing left behind by a crash).
 """
 
 from __future__ import annotations
 
 import codecs
+import ctypes
+import functools
 import io
 import json
 import lzma
 import os
 import posixpath
 import re
+import resource
 import selectors
 import signal
 import struct
 import subprocess
+import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
@@ -40,7 +50,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from html import unescape
-from typing import NamedTuple
+from typing import IO, NamedTuple
 from urllib.parse import unquote
 
 from exceptions import FileSkipped
@@ -62,26 +72,31 @@ class Extracted:
 
 
 #: Why a file of one of these formats is not indexed, besides file_utils.SKIP_REASONS ("binary"
-#: for HTML that is not text, "too_large" for an archive past the guards).
+#: for HTML that is not text, "too_large" for an archive past the guards or a text past its cap).
 FORMAT_SKIP_REASONS = (
     "malformed",  # a corrupt archive, bad XML or JSON, a missing required part, a failing PDF
     "no_extractor",  # a PDF while pdftotext (poppler-utils) is not installed
 )
 MAX_TITLE_CHARS = 200
 #: An archive with more members than this is refused without being opened (zipfile would build
-#: an object per member first), and reading more parts than this from one archive stops.
+#: an object per member first).
 MAX_ARCHIVE_MEMBERS = 10_000
-MAX_ARCHIVE_READS = MAX_ARCHIVE_MEMBERS
 #: Bytes that all the parts read from one archive may unpack to.
 MAX_UNPACKED_BYTES = 200 << 20
-#: A part larger than RATIO_CHECK_BYTES unpacked that packs more than this tightly is a zip bomb:
-#: text and XML compress ten- or twentyfold, a run of zeros a thousandfold.
+#: The parts read from one archive may unpack to RATIO_CHECK_BYTES whatever its size, and beyond
+#: that to no more than this many times the archive's size: more is a zip bomb (text and XML
+#: compress ten- or twentyfold, a run of zeros a thousandfold).
 MAX_COMPRESSION_RATIO = 200
 RATIO_CHECK_BYTES = 1 << 20
 #: XML parts are fed to the parser in pieces of this many characters, and read a block (paragraph,
-#: table row, shape) at a time; a block holding more elements than this is refused.
+#: table row, shape) at a time; a block holding more elements and attributes than this is refused.
 XML_CHUNK_CHARS = 1 << 20
 MAX_BLOCK_ELEMENTS = 250_000
+#: A tag with more attributes than this is refused before the part is parsed: the parser builds
+#: them all at once, a dict entry each (20 times the tag's size). Counted as the "=" between a "<"
+#: and the next "<", so that one pass over the part finds it.
+MAX_TAG_ATTRIBUTES = 10_000
+_CROWDED_TAG = re.compile(rf"<(?:[^<=]*=){{{MAX_TAG_ATTRIBUTES}}}")
 #: An ODF run of spaces (<text:s text:c="N"/>) is at most this long: N comes from the file.
 MAX_SPACE_RUN = 100
 #: The program that reads PDF, how long it may take, how much text it may print, and how much of
@@ -104,23 +119,43 @@ def _one_line(text: str) -> str:
     return _SPACE_RUN.sub(" ", text).strip()
 
 
-class _Lines:
-    """Text built line by line, never two blank lines in a row, with the headings among its lines."""
+class _TextTooLarge(Exception):
+    """The text being built passed its cap (extract says which file and which cap)."""
 
-    def __init__(self) -> None:
+
+class _Lines:
+    """Text built line by line, never two blank lines in a row, with the headings among its lines;
+    _TextTooLarge once it holds more than ``limit`` characters."""
+
+    def __init__(self, limit: int) -> None:
         self.lines: list[str] = []
         self.headings: list[Heading] = []
+        self.limit = limit
+        self.size = 0  # characters held, line ends included
+
+    def room(self) -> int:
+        """How many more characters it may hold."""
+        return self.limit - self.size
 
     def add_text(self, text: str) -> None:
         for line in _LINE_BREAK.split(text):
             if line.strip():
-                self.lines.append(line)
+                self._append(line)
             else:
                 self.add_blank()
 
     def add_blank(self) -> None:
         if self.lines and self.lines[-1]:
-            self.lines.append("")
+            self._append("")
+
+    def _append(self, line: str) -> None:
+        self._count(len(line) + 1)
+        self.lines.append(line)
+
+    def _count(self, characters: int) -> None:
+        self.size += characters
+        if self.size > self.limit:
+            raise _TextTooLarge
 
     def add_heading(self, level: int, name: str, line: str = "") -> None:
         """Add a heading on a line of its own: its name, or ``line`` holding the name as it is written
@@ -129,7 +164,7 @@ class _Lines:
         if not name:
             self.add_text(line)
             return
-        self.lines.append(line.strip() or name)
+        self._append(line.strip() or name)
         self.headings.append(Heading(len(self.lines), min(max(level, 1), 6), name))
 
     def add_document(self, part: Extracted) -> None:
@@ -137,6 +172,7 @@ class _Lines:
         if not part.text:
             return
         self.add_blank()
+        self._count(len(part.text) + 1)
         offset = len(self.lines)
         self.lines.extend(part.text.split("\n"))
         self.headings.extend(Heading(h.line + offset, h.level, h.name) for h in part.headings)
@@ -167,11 +203,14 @@ _LINE_TAGS = frozenset(
     " tbody tfoot thead tr ul".split()
 )
 _CELL_TAGS = frozenset({"td", "th"})
+#: A line's text is kept in pieces (a few characters between two inline tags), each an object
+#: many times its size: every this many pieces are joined into one.
+_LINE_PIECES = 1024
 _HTML_SPACE = re.compile(r"[ \t\n\r\f\xa0]+")
-#: A start or end tag: a quoted attribute value may hold ">". The loop stops only at ">" or the
-#: end of input, so the match cannot fail and never backtracks; a tag cut off by the end of input
-#: runs to it (and is dropped, as a browser does).
-_TAG = re.compile(r"""<(/?)([a-zA-Z][^\t\n\f\r />]*)(?:[^>=]+|=\s*"[^"]*"?|=\s*'[^']*'?|=)*(>|\Z)""")
+#: The start of a start or end tag, to the end of its name; _tag_end finds where the tag ends.
+_TAG_NAME = re.compile(r"<(/?)([a-zA-Z][^\t\n\f\r />]*)")
+#: Where an attribute's quoted value starts: a quote right after "=" (and spaces).
+_QUOTED_VALUE = re.compile(r"""=\s*(["'])""")
 _COMMENT_END = re.compile(r"--!?>")
 _RAW_TEXT_END = {tag: re.compile(rf"</{tag}[\t\n\f\r />]", re.I) for tag in (*_RAW_TEXT_TAGS, "title")}
 #: A charset declared in the first bytes: <meta charset=...>, <meta http-equiv ... charset=...> or
@@ -203,20 +242,21 @@ def _html_tokens(text: str) -> Iterator[_Token]:
             yield _Token("text", unescape(text[position:start]))
         if start == end:
             return
-        tag = _TAG.match(text, start)
+        tag = _TAG_NAME.match(text, start)
         if tag:
-            position = tag.end()
-            if not tag.group(3):
-                continue  # cut off by the end of input
+            tag_end = _tag_end(text, tag.end())
+            position = tag_end or end
+            if tag_end is None:
+                continue  # cut off by the end of input: dropped, as a browser does
             name = tag.group(2).lower()
             if tag.group(1):
                 yield _Token("end", name)
                 continue
-            self_closing = tag.group(0).endswith("/>")
+            self_closing = text.startswith("/>", tag_end - 2)
             yield _Token("start", name, self_closing)
             if name in _RAW_TEXT_END and not self_closing:
                 position = _raw_text_end(text, name, position, unclosed_from)
-                raw = text[tag.end():position]
+                raw = text[tag_end:position]
                 yield _Token("text", raw if name in _RAW_TEXT_TAGS else unescape(raw))
         elif text.startswith("<!--", start):
             closing = _COMMENT_END.search(text, start + 2)  # "<!-->" is a whole comment
@@ -231,6 +271,25 @@ def _html_tokens(text: str) -> Iterator[_Token]:
         else:
             yield _Token("text", "<")
             position = start + 1
+
+
+def _tag_end(text: str, position: int) -> int | None:
+    """Where a tag whose name ends at ``position`` ends (just after its ">"), None if the end of
+    input cuts it off. A quoted attribute value may hold ">". Each step jumps to the next quoted
+    value or ">" and never looks back, so a tag of millions of attributes takes one pass and no
+    memory (a regex repeating a group over them keeps a backtracking record per attribute)."""
+    closing = text.find(">", position)
+    while closing >= 0:
+        quoted = _QUOTED_VALUE.search(text, position, closing)
+        if quoted is None:
+            return closing + 1
+        value_end = text.find(quoted.group(1), quoted.end())
+        if value_end < 0:
+            return None
+        position = value_end + 1
+        if closing < position:
+            closing = text.find(">", position)
+    return None
 
 
 def _raw_text_end(text: str, name: str, start: int, unclosed_from: dict[str, int]) -> int:
@@ -250,12 +309,13 @@ def _raw_text_end(text: str, name: str, start: int, unclosed_from: dict[str, int
 class _HtmlText:
     """Shown text of an HTML page: blocks on lines of their own, headings on theirs."""
 
-    def __init__(self, dropped: frozenset[str]) -> None:
-        self.out = _Lines()
+    def __init__(self, dropped: frozenset[str], limit: int) -> None:
+        self.out = _Lines(limit)
         self.dropped = dropped
         self.open_dropped: dict[str, int] = {}
         self.dropping = 0
         self.line: list[str] = []
+        self.line_chunks: list[str] = []  # the line's earlier pieces, joined LINE_PIECES at a time
         self.line_has_text = False
         self.cell_pending = False  # a cell started on a line with text: " | " goes before its text
         self.pre = 0
@@ -334,6 +394,9 @@ class _HtmlText:
                 self.cell_pending = False
             self.line_has_text = True
         self.line.append(text)
+        if len(self.line) >= _LINE_PIECES:
+            self.line_chunks.append("".join(self.line))
+            self.line.clear()
 
     def _end_title(self) -> None:
         if self.title_parts is not None:
@@ -361,8 +424,9 @@ class _HtmlText:
             self.out.add_blank()
 
     def _end_line(self) -> None:
-        raw = "".join(self.line)
+        raw = "".join(self.line_chunks) + "".join(self.line)
         self.line.clear()
+        self.line_chunks.clear()
         self.line_has_text = self.cell_pending = False
         if self.heading:
             self.out.add_blank()
@@ -377,13 +441,13 @@ class _HtmlText:
                 self.out.add_text(text)
 
 
-def _html_text(text: str) -> Extracted:
+def _html_text(text: str, limit: int) -> Extracted:
     """The shown text of a decoded page. An element that is dropped but never closed (a <nav>
     without </nav>) would hide the rest of the page: then it is read again keeping those."""
-    reader = _HtmlText(_DROPPED_TAGS)
+    reader = _HtmlText(_DROPPED_TAGS, limit)
     extracted = reader.read(text)
     unclosed = reader.unclosed() - _RAW_TEXT_TAGS
-    return _HtmlText(_DROPPED_TAGS - unclosed).read(text) if unclosed else extracted
+    return _HtmlText(_DROPPED_TAGS - unclosed, limit).read(text) if unclosed else extracted
 
 
 def _decode_html(name: str, data: bytes) -> str:
@@ -401,8 +465,8 @@ def _decode_html(name: str, data: bytes) -> str:
     return text
 
 
-def _html(name: str, data: bytes) -> Extracted:
-    return _html_text(_decode_html(name, data))
+def _html(name: str, data: bytes, limit: int) -> Extracted:
+    return _html_text(_decode_html(name, data), limit)
 
 
 # ---- Jupyter notebooks --------------------------------------------------------------------------
@@ -412,7 +476,7 @@ _CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 
 
-def _notebook(name: str, data: bytes, outputs: bool) -> Extracted:
+def _notebook(name: str, data: bytes, outputs: bool, limit: int) -> Extracted:
     """Cells in order: markdown (its ATX headings are headings), code, raw; outputs' text if asked."""
     try:
         notebook = json.loads(data)
@@ -421,7 +485,7 @@ def _notebook(name: str, data: bytes, outputs: bool) -> Extracted:
     cells = _notebook_cells(notebook)
     if cells is None:
         raise FileSkipped(name, "malformed", "not a Jupyter notebook: no list of cells")
-    out = _Lines()
+    out = _Lines(limit)
     for cell in cells:
         if not isinstance(cell, dict):
             continue
@@ -530,19 +594,16 @@ class _Archive:
             self.names = frozenset(self.zip.namelist())
         except _ZIP_ERRORS as exc:
             raise FileSkipped(name, "malformed", f"not a readable zip archive: {str(exc)[:200]}") from None
-        self.budget = MAX_UNPACKED_BYTES
-        self.reads = 0
+        # The ratio is taken over all that is read, not part by part: many parts just under a
+        # per-part check, or one part listed many times, add up.
+        self.ratio_bound = MAX_COMPRESSION_RATIO * len(data) < MAX_UNPACKED_BYTES
+        self.budget = min(MAX_UNPACKED_BYTES, max(RATIO_CHECK_BYTES, MAX_COMPRESSION_RATIO * len(data)))
 
     def read(self, part: str) -> bytes:
         """The bytes of a part; FileSkipped if it is missing, corrupt, or past the guards."""
         if part not in self.names:
             raise FileSkipped(self.name, "malformed", f"{part} is missing")
-        self.reads += 1
-        if self.reads > MAX_ARCHIVE_READS:
-            raise FileSkipped(self.name, "too_large", f"it takes reading more than {MAX_ARCHIVE_READS} parts")
         info = self.zip.getinfo(part)
-        if info.file_size > RATIO_CHECK_BYTES and info.file_size > MAX_COMPRESSION_RATIO * info.compress_size:
-            raise FileSkipped(self.name, "too_large", f"{part} unpacks to more than {MAX_COMPRESSION_RATIO} times its size")
         if info.file_size > self.budget:
             raise self._too_large()
         try:
@@ -555,10 +616,17 @@ class _Archive:
         self.budget -= len(data)
         return data
 
+    def check_sizes(self, parts: list[str]) -> None:
+        """Refuse now, before any is read, parts that the archive says add up to more than the
+        budget (a part whose size it understates fails its checksum when read)."""
+        if sum(self.zip.getinfo(part).file_size for part in parts if part in self.names) > self.budget:
+            raise self._too_large()
+
     def xml_blocks(self, part: str, blocks: frozenset[str], required: bool = True) -> Iterator[ET.Element]:
         """The outermost elements of an XML part whose tag is in ``blocks``, in document order, each
         complete. The part is parsed as a stream that keeps nothing but the block being read, so
-        memory follows the largest block (at most MAX_BLOCK_ELEMENTS elements), not the part.
+        memory follows the largest block (at most MAX_BLOCK_ELEMENTS elements and attributes), not
+        the part.
         Nothing if the part is missing and not ``required``."""
         if not required and part not in self.names:
             return
@@ -566,16 +634,17 @@ class _Archive:
         parser = ET.XMLPullParser(events=("start", "end"))
         open_elements: list[ET.Element] = []
         depth = 0  # how many blocks are open
-        held = 0  # elements in the block being read
+        held = 0  # elements and attributes in the block being read
         try:
             for event, element in _parse_events(parser, text):
                 is_block = element.tag in blocks
                 if event == "start":
                     open_elements.append(element)
                     depth += is_block
-                    held += depth > 0
+                    if depth:  # keys(), not attrib: that would give every element a dict
+                        held += 1 + len(element.keys())
                     if held > MAX_BLOCK_ELEMENTS:
-                        raise FileSkipped(self.name, "too_large", f"{part} has a block of more than {MAX_BLOCK_ELEMENTS} elements")
+                        raise FileSkipped(self.name, "too_large", f"{part} has a block of more than {MAX_BLOCK_ELEMENTS} elements and attributes")
                     continue
                 open_elements.pop()
                 depth -= is_block
@@ -601,9 +670,13 @@ class _Archive:
             raise FileSkipped(self.name, "malformed", f"{part} is not UTF-8 or UTF-16 text") from None
         if "<!DOCTYPE" in text or "<!ENTITY" in text:
             raise FileSkipped(self.name, "malformed", f"{part} declares a document type or entities (refused)")
+        if _CROWDED_TAG.search(text):
+            raise FileSkipped(self.name, "too_large", f"{part} has a tag of more than {MAX_TAG_ATTRIBUTES} attributes")
         return text
 
     def _too_large(self) -> FileSkipped:
+        if self.ratio_bound:
+            return FileSkipped(self.name, "too_large", f"it unpacks to more than {MAX_COMPRESSION_RATIO} times its size")
         return FileSkipped(self.name, "too_large", f"it unpacks to more than {MAX_UNPACKED_BYTES >> 20} MB")
 
 
@@ -696,31 +769,32 @@ _DOCX_RUNS = _RunTags(
 #: Blocks of word/document.xml: paragraphs and table rows (a paragraph in a cell is in its row).
 _DOCX_BLOCKS = frozenset({_W + "p", _W + "tr"})
 _STYLE_HEADING = re.compile(r"heading\s*([1-9])", re.I)
-#: The level recorded for the Title style: a level-1 heading that is also the document's title.
+#: The level recorded for the Title style: no heading, the document's title.
 _TITLE_STYLE = 0
 #: OOXML outline levels count from 0; 9 is body text.
 _BODY_OUTLINE_LEVEL = 9
 
 
-def _docx(name: str, data: bytes) -> Extracted:
-    """Paragraphs and table rows of word/document.xml; headings from paragraph styles and outline levels."""
+def _docx(name: str, data: bytes, limit: int) -> Extracted:
+    """Paragraphs and table rows of word/document.xml; headings from paragraph styles and outline
+    levels; the title from docProps/core.xml, else the first Title paragraph, else the first heading."""
     archive = _Archive(name, data)
     styles = _docx_styles(archive)
     title = _first_text(archive, "docProps/core.xml", _DC_TITLE)
-    out = _Lines()
+    out = _Lines(limit)
     for block in archive.xml_blocks("word/document.xml", _DOCX_BLOCKS):
         if block.tag == _W + "tr":
             out.add_text(_row_line(block, _W + "tc", _docx_text))
             continue
         text = _docx_text(block)
         level = _docx_level(block, styles)
-        if level is None:
+        if level is None or level == _TITLE_STYLE:
+            if level == _TITLE_STYLE and not title:  # the title, not a heading: it names no section
+                title = text
             out.add_text(text)
             continue
         out.add_blank()
         out.add_heading(level, text)
-        if level == _TITLE_STYLE and not title:
-            title = text
     return out.result(title or out.first_heading())
 
 
@@ -781,11 +855,11 @@ _ODT_BLOCKS = frozenset({_TEXT + "h", _TEXT + "p", _TABLE + "table-row", _TEXT +
 _ODT_SKIPPED = frozenset({_OFFICE + "annotation", _TEXT + "note-citation"})
 
 
-def _odt(name: str, data: bytes) -> Extracted:
+def _odt(name: str, data: bytes, limit: int) -> Extracted:
     """Headings, paragraphs, lists and table rows of content.xml; the title from meta.xml."""
     archive = _Archive(name, data)
     title = _first_text(archive, "meta.xml", _DC_TITLE)
-    out = _Lines()
+    out = _Lines(limit)
     for block in archive.xml_blocks("content.xml", _ODT_BLOCKS):
         if block.tag == _TEXT + "h":
             out.add_blank()
@@ -840,12 +914,14 @@ _PPTX_SHAPES = frozenset({_P + "sp", _P + "graphicFrame"})
 _PPTX_TEXT = frozenset({_A + "p", _A + "tr"})
 
 
-def _pptx(name: str, data: bytes) -> Extracted:
+def _pptx(name: str, data: bytes, limit: int) -> Extracted:
     """Slides in presentation order, each under its title (a level-1 heading, "Slide N" if none)."""
     archive = _Archive(name, data)
     title = _first_text(archive, "docProps/core.xml", _DC_TITLE)
-    out = _Lines()
-    for number, part in enumerate(_slide_parts(archive), 1):
+    out = _Lines(limit)
+    slides = _slide_parts(archive)
+    archive.check_sizes(slides)
+    for number, part in enumerate(slides, 1):
         slide_title, lines = _slide(archive, part)
         if number == 1 and not title:
             title = slide_title
@@ -857,13 +933,14 @@ def _pptx(name: str, data: bytes) -> Extracted:
 
 
 def _slide_parts(archive: _Archive) -> list[str]:
-    """The slides' part names in presentation order (sldIdLst through the relationships), else by number."""
+    """The slides' part names in presentation order (sldIdLst through the relationships), each
+    once however often it is listed; else by number."""
     relationships = archive.xml_blocks("ppt/_rels/presentation.xml.rels", frozenset({_RELATIONSHIP}), required=False)
     targets = {rel.get("Id"): rel.get("Target") or "" for rel in relationships}
     slide_ids = archive.xml_blocks("ppt/presentation.xml", frozenset({_P + "sldId"}), required=False)
     parts = [_part_path("ppt", targets[slide_id]) for slide_id in (s.get(_R_ID) for s in slide_ids) if slide_id in targets]
     if parts:
-        return parts
+        return list(dict.fromkeys(parts))
     numbered = [found for found in map(_SLIDE_PART.fullmatch, archive.names) if found]
     return [found.group(0) for found in sorted(numbered, key=lambda found: int(found.group(1)))]
 
@@ -903,7 +980,7 @@ _OPF_ITEMS = frozenset({_OPF + "item", _OPF + "itemref", *_DC_TITLE})
 _HTML_MEDIA_TYPES = frozenset({"application/xhtml+xml", "text/html"})
 
 
-def _epub(name: str, data: bytes) -> Extracted:
+def _epub(name: str, data: bytes, limit: int) -> Extracted:
     """The spine's XHTML documents in reading order, each read as HTML; the title from the OPF."""
     archive = _Archive(name, data)
     rootfile = next(archive.xml_blocks("META-INF/container.xml", _CONTAINER_ROOTFILE), None)
@@ -920,18 +997,27 @@ def _epub(name: str, data: bytes) -> Extracted:
             spine.append(element.get("idref"))
         elif not title:
             title = _one_line(element.text or "")
-    out = _Lines()
-    for idref in spine:
-        item = manifest.get(idref)
-        if item is not None and item.get("media-type") in _HTML_MEDIA_TYPES and item.get("href"):
-            part = _part_path(posixpath.dirname(package), item.get("href", ""))
-            out.add_document(_chapter(name, part, archive.read(part)))
+    out = _Lines(limit)
+    chapters = _chapter_parts(package, manifest, spine)
+    archive.check_sizes(chapters)
+    for part in chapters:
+        out.add_document(_chapter(name, part, archive.read(part), out.room()))
     return out.result(title or out.first_heading())
 
 
-def _chapter(name: str, part: str, data: bytes) -> Extracted:
+def _chapter_parts(package: str, manifest: dict[str | None, ET.Element], spine: list[str | None]) -> list[str]:
+    """The spine's XHTML parts in reading order, each once however often the spine lists it."""
+    parts = []
+    for idref in spine:
+        item = manifest.get(idref)
+        if item is not None and item.get("media-type") in _HTML_MEDIA_TYPES and item.get("href"):
+            parts.append(_part_path(posixpath.dirname(package), item.get("href", "")))
+    return list(dict.fromkeys(parts))
+
+
+def _chapter(name: str, part: str, data: bytes, limit: int) -> Extracted:
     try:
-        return _html(name, data)
+        return _html(name, data, limit)
     except FileSkipped as exc:  # "binary" would misname a broken chapter in a book
         raise FileSkipped(name, "malformed", f"{part}: {exc.detail}") from None
 
@@ -954,7 +1040,7 @@ def _absolute_path_folders() -> list[str]:
     return [folder for folder in os.environ.get("PATH", os.defpath).split(os.pathsep) if os.path.isabs(folder)]
 
 
-def _pdf(name: str, data: bytes) -> Extracted:
+def _pdf(name: str, data: bytes, limit: int) -> Extracted:
     """The text pdftotext prints, pages set off by a blank line; no headings; the first line is the title."""
     program = pdf_extractor()
     if program is None:
@@ -967,30 +1053,31 @@ def _pdf(name: str, data: bytes) -> Extracted:
         lines = errors.decode("utf-8", "replace").strip().splitlines()
         reason = f": {lines[-1][:200]}" if lines else ""
         raise FileSkipped(name, "malformed", f"pdftotext failed (exit status {status}){reason}")
-    out = _Lines()
+    out = _Lines(limit)
     out.add_text(output.decode("utf-8", "replace").replace("\f", "\n\n"))
     return out.result(next((line for line in out.lines if line), ""))
 
 
 def _pdftotext(name: str, program: str, data: bytes) -> tuple[int, bytes, bytes]:
-    """Run pdftotext on a private copy of the bytes (mode 0600, removed afterwards)."""
-    descriptor, path = tempfile.mkstemp(prefix="docsearch-", suffix=".pdf")
-    try:
-        with os.fdopen(descriptor, "wb") as copy:
-            copy.write(data)
-        return _run_pdftotext(name, [program, "-enc", "UTF-8", path, "-"], os.path.dirname(path))
-    finally:
-        os.unlink(path)
+    """Run pdftotext on the bytes, handed to it as its stdin from a temporary file that has no name
+    (O_TMPFILE; elsewhere unlinked as soon as it is made): no copy outlives the process, however
+    it ends."""
+    with tempfile.TemporaryFile(prefix="docsearch-") as copy:
+        copy.write(data)
+        copy.flush()
+        copy.seek(0)
+        return _run_pdftotext(name, [program, "-enc", "UTF-8", "-", "-"], copy)
 
 
-def _run_pdftotext(name: str, argv: list[str], cwd: str) -> tuple[int, bytes, bytes]:
-    """Run it without a shell, stdin or the daemon's environment, in its own session so that a kill
-    reaches it; return (status, output, last error bytes)."""
+def _run_pdftotext(name: str, argv: list[str], stdin: IO[bytes]) -> tuple[int, bytes, bytes]:
+    """Run it without a shell or the daemon's environment, in its own session so that a kill
+    reaches it, bound to die with this process and within its CPU limit even if left behind;
+    return (status, output, last error bytes)."""
     deadline = time.monotonic() + PDF_TIMEOUT_SECONDS
     environment = {"PATH": os.pathsep.join(_absolute_path_folders()), "LC_ALL": "C.UTF-8"}
     with subprocess.Popen(
-        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        env=environment, cwd=cwd, close_fds=True, start_new_session=True,
+        argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment, cwd="/",
+        close_fds=True, start_new_session=True, preexec_fn=_child_bounds(),
     ) as process:
         try:
             output, errors = _read_bounded(name, process, deadline)
@@ -1001,6 +1088,41 @@ def _run_pdftotext(name: str, argv: list[str], cwd: str) -> tuple[int, bytes, by
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
+
+
+def _child_bounds() -> Callable[[], None]:
+    """What pdftotext's process runs before the program starts: its CPU time is capped (SIGXCPU,
+    then SIGKILL a second later), it dumps no core, and on Linux it gets SIGKILL when this process
+    dies, even by SIGKILL or the OOM killer. Everything is worked out here, before the fork: the
+    child only makes system calls."""
+    parent = os.getpid()
+    hard = resource.getrlimit(resource.RLIMIT_CPU)[1]  # a limit above it could not be set
+    soft_cpu, hard_cpu = (seconds if hard == resource.RLIM_INFINITY else min(seconds, hard) for seconds in (PDF_TIMEOUT_SECONDS, PDF_TIMEOUT_SECONDS + 1))
+    prctl = _linux_prctl()
+
+    def bound() -> None:
+        resource.setrlimit(resource.RLIMIT_CPU, (soft_cpu, hard_cpu))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            if os.getppid() != parent:  # it died before the line above: no signal will come
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    return bound
+
+
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+@functools.lru_cache(maxsize=1)
+def _linux_prctl() -> Callable[..., int] | None:
+    """libc's prctl on Linux, None elsewhere or if it cannot be found."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
 
 
 def _read_bounded(name: str, process: subprocess.Popen[bytes], deadline: float) -> tuple[bytes, bytes]:
@@ -1034,7 +1156,7 @@ def _pdf_timeout(name: str) -> FileSkipped:
 # ---- dispatch ---------------------------------------------------------------------------------------
 
 #: Extension (lower case, with dot) -> what reads it. Notebooks take an option and are read apart.
-_READERS: dict[str, Callable[[str, bytes], Extracted]] = {
+_READERS: dict[str, Callable[[str, bytes, int], Extracted]] = {
     ".html": _html,
     ".htm": _html,
     ".xhtml": _html,
@@ -1047,15 +1169,22 @@ _READERS: dict[str, Callable[[str, bytes], Extracted]] = {
 EXTRACTED_FORMATS: frozenset[str] = frozenset({*_READERS, ".ipynb"})
 
 
-def extract(name: str, data: bytes, *, notebook_outputs: bool = False) -> Extracted | None:
+def extract(name: str, data: bytes, *, notebook_outputs: bool = False, max_text_chars: int | None = None) -> Extracted | None:
     """Title, text and headings of one file, or None when ``name``'s extension is not one of
     EXTRACTED_FORMATS (the caller reads it as text). Raises FileSkipped when the file cannot or
-    must not be read; never another exception, whatever the bytes."""
+    must not be read; never another exception, whatever the bytes. A text of more than
+    ``max_text_chars`` characters (the size limit for a file) is too_large, found out while the
+    text is built; None: only the archives' and pdftotext's own bounds hold."""
     extension = os.path.splitext(name)[1].lower()
-    if extension == ".ipynb":
-        return _without_surrogates(_notebook(name, data, notebook_outputs))
     reader = _READERS.get(extension)
-    return _without_surrogates(reader(name, data)) if reader else None
+    if reader is None and extension != ".ipynb":
+        return None
+    limit = sys.maxsize if max_text_chars is None else max_text_chars
+    try:
+        extracted = _notebook(name, data, notebook_outputs, limit) if reader is None else reader(name, data, limit)
+    except _TextTooLarge:
+        raise FileSkipped(name, "too_large", f"its text is more than {round(limit / (1 << 20), 3):g} MB, the size limit for a file (max_file_size_mb)") from None
+    return _without_surrogates(extracted)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

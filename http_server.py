@@ -7,7 +7,8 @@ does not start. Every request passes a gate first (Gate):
 - with a token, it must carry ``Authorization: Bearer <token>``; without one (loopback only), it
   must come from the user who started the server, or root: other users of the machine cannot read
   your files through it. Linux tells which user owns the other end of a loopback connection
-  (sock_diag, asked for that one socket); where that cannot be known, a token is required.
+  (sock_diag, asked for that one socket); where that cannot be known, a token is required. The
+  socket alone tells who is at the other end: proxy headers (X-Forwarded-For) are not believed.
 
 Only ``serve --transport http`` imports this module's server part (uvicorn, the SDK's app).
 """
@@ -23,8 +24,10 @@ import socket
 import stat
 import struct
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +45,20 @@ MIN_TOKEN_CHARS = 16
 MAX_TOKEN_FILE_BYTES = 4096
 #: How long Ctrl-C waits for open streams (a client's GET stream never ends by itself).
 GRACEFUL_SHUTDOWN_SECONDS = 3
-#: A connection whose next request head has not all come this long after it opened, or after its
-#: last reply, is closed (uvicorn waits for ever).
-REQUEST_HEAD_SECONDS = 10
+#: A connection whose next request, head and body, has not all come this long after it opened, or
+#: after its last reply, is answered 408 and closed (uvicorn waits for ever); another user's (whose
+#: request is refused whatever it asks) sooner.
+REQUEST_SECONDS = 10
+OTHER_USER_REQUEST_SECONDS = 2
+#: A closing connection waits this long at most for the client to close its side, reading what it
+#: still sends (see _LingeringTransport).
+CLOSE_LINGER_SECONDS = 2
 #: Requests let through the gate running at once, beyond which it answers 503; and MCP sessions
-#: open at once (each holds memory until it ends or idles out).
+#: open at once (each holds memory until it ends or idles out; past the limit, the one idle longest
+#: is ended to make room: see Sessions).
 MAX_CONCURRENT_REQUESTS = 200
 MAX_SESSIONS = 500
+SESSION_IDLE_SECONDS = 30 * 60
 LISTEN_BACKLOG = 128
 #: Loggers whose messages a client can cause at will: each message is logged at most once a minute.
 NOISY_LOGGERS = ("asyncio", "uvicorn.error", "mcp.server.streamable_http", "mcp.server.streamable_http_manager")
@@ -256,8 +266,8 @@ def owner_lookup_works() -> bool:
 
 class ConnectionOwners:
     """Who may use each open connection (its client end's owner is the user who started the server,
-    or root), decided once as it opens. An entry goes when its connection closes, so a port used
-    again is looked up again."""
+    or root), decided once as it opens, on the socket's own peer address. An entry goes when its
+    connection closes, so a port used again is looked up again."""
 
     def __init__(self) -> None:
         self.user = os.getuid()
@@ -270,8 +280,9 @@ class ConnectionOwners:
     def closed(self, client: tuple[str, int]) -> None:
         self.allowed.pop(client, None)
 
-    def may_use(self, client: tuple[str, int], server: tuple[str, int]) -> bool:
-        return self.allowed[client] if client in self.allowed else peer_uid(client, server) in (self.user, 0)
+    def may_use(self, client: tuple[str, int]) -> bool:
+        """Only a connection judged as it opened: an address from anywhere else (a header) is no one's."""
+        return self.allowed.get(client, False)
 
     def refusal(self) -> str:
         return f"this server answers only the user who started it (uid {self.user}); or start it with a token"
@@ -285,6 +296,7 @@ class Gate:
 
     def __init__(self, app: Any, hosts: list[str], token: str | None, any_address: bool, owners: ConnectionOwners | None = None) -> None:
         self.app = app
+        self.sessions = Sessions(app)
         self.owners = owners or ConnectionOwners()
         self.hosts = frozenset(hosts)
         self.token = token.encode() if token is not None else None
@@ -306,13 +318,13 @@ class Gate:
             return
         self.running += 1
         try:
-            await self.app(scope, receive, send)
+            await self.sessions.serve(scope, receive, send)
         finally:
             self.running -= 1
 
     def refusal(self, scope: dict[str, Any]) -> tuple[int, str] | None:
         """Why this request is refused, as (HTTP status, message); None if it may go on."""
-        host, origin, authorization = (_header_values(scope, name) for name in (b"host", b"origin", b"authorization"))
+        host, origin, authorization = (_header_values(scope["headers"], name) for name in (b"host", b"origin", b"authorization"))
         hosts = self.hosts
         if self.any_address and scope.get("server"):
             hosts = hosts | {f"{_in_url(scope['server'][0])}:{scope['server'][1]}"}
@@ -326,14 +338,88 @@ class Gate:
             if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token):
                 return 401, "a bearer token is required: send the header Authorization: Bearer TOKEN"
             return None
-        client, server = scope.get("client"), scope.get("server")
-        if not (client and server and self.owners.may_use(tuple(client), tuple(server))):
+        client = scope.get("client")  # the socket's peer: uvicorn is told to believe no X-Forwarded-For
+        if not (client and self.owners.may_use(tuple(client))):
             return 403, self.owners.refusal()
         return None
 
 
-def _header_values(scope: dict[str, Any], name: bytes) -> list[str]:
-    return [value.decode("latin-1") for key, value in scope["headers"] if key == name]
+class Sessions:
+    """The MCP sessions opened through the gate, least recently used first, each with its requests
+    running. The SDK refuses every new session at its limit until one has idled out (after
+    SESSION_IDLE_SECONDS), so the gate holds the number at MAX_SESSIONS itself: once a new one opens
+    past it, the one idle longest is ended; its client gets 404 on its next request and opens
+    another (as the protocol says)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.running: OrderedDict[str, int] = OrderedDict()
+
+    async def serve(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Run one request through the app, counting it against the session it uses or opens."""
+        asked = _header_values(scope["headers"], b"mcp-session-id")
+        session = asked[0] if len(asked) == 1 and asked[0] in self.running else None
+        if session is not None:
+            self._begin(session)
+        status = 0
+
+        async def watch(message: dict[str, Any]) -> None:
+            nonlocal session, status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                opened = _header_values(message.get("headers", []), b"mcp-session-id")
+                if not asked and status < 400 and len(opened) == 1 and opened[0] not in self.running:
+                    session = opened[0]
+                    self._begin(session)
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            if session in self.running:  # else ended meanwhile by another request
+                self.running[session] -= 1
+                self.running.move_to_end(session)
+                if status == 404 or (scope["method"] == "DELETE" and status < 400):
+                    del self.running[session]
+        if session is not None and not asked:
+            await self._make_room(scope, keep=session)
+
+    def _begin(self, session: str) -> None:
+        self.running[session] = self.running.get(session, 0) + 1
+        self.running.move_to_end(session)
+
+    async def _make_room(self, scope: dict[str, Any], keep: str) -> None:
+        while len(self.running) > MAX_SESSIONS:
+            idle = next((session for session, requests in self.running.items() if not requests and session != keep), None)
+            if idle is None:  # all busy: they are at most MAX_CONCURRENT_REQUESTS, the SDK's limit has room for them
+                return
+            del self.running[idle]
+            await _end_session(self.app, scope, idle)
+
+
+async def _end_session(app: Any, scope: dict[str, Any], session: str) -> None:
+    """End ``session`` as its client would, with a DELETE (the SDK's only public way), answered to no
+    one; ``scope`` is a request's that reached the app."""
+    request = {key: scope[key] for key in ("type", "asgi", "http_version", "scheme", "server", "client", "root_path") if key in scope}
+    request.update(method="DELETE", path=ENDPOINT, raw_path=ENDPOINT.encode(), query_string=b"",
+                   headers=[(b"mcp-session-id", session.encode("latin-1"))])
+    given = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal given
+        if given:
+            return {"type": "http.disconnect"}
+        given = True
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def drop(message: dict[str, Any]) -> None:
+        pass
+
+    await app(request, receive, drop)
+
+
+def _header_values(headers: list[tuple[bytes, bytes]], name: bytes) -> list[str]:
+    return [value.decode("latin-1") for key, value in headers if key == name]
 
 
 async def _refuse(send: Any, status: int, message: str) -> None:
@@ -353,15 +439,18 @@ def serve_http(server: Any, settings: HttpSettings, listening: socket.socket) ->
 
     port = listening.getsockname()[1]
     # The gate checks Host and Origin (without case, and for any address); the SDK's own check is off.
+    # The gate keeps the sessions at MAX_SESSIONS (Sessions); the SDK's limit only leaves room for
+    # those opening while it makes room, one per request let through at most.
     app = server.streamable_http_app(
-        streamable_http_path=ENDPOINT, host=settings.host, max_sessions=MAX_SESSIONS,
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        streamable_http_path=ENDPOINT, host=settings.host, max_sessions=MAX_SESSIONS + MAX_CONCURRENT_REQUESTS,
+        session_idle_timeout=SESSION_IDLE_SECONDS, transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     owners = ConnectionOwners() if settings.token is None else None
     gate = Gate(app, own_hosts(settings, port), settings.token, _is_wildcard(settings.host), owners)
     config = uvicorn.Config(
         gate, log_config=None, access_log=False, server_header=False, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         http=_connection_protocol(owners), backlog=LISTEN_BACKLOG,
+        proxy_headers=False,  # from loopback uvicorn would take the client's address from X-Forwarded-For
     )
     if not logger.isEnabledFor(logging.DEBUG):
         logging.getLogger("uvicorn").setLevel(logging.WARNING)  # its startup chatter; ours says where it listens
@@ -375,51 +464,102 @@ def serve_http(server: Any, settings: HttpSettings, listening: socket.socket) ->
 
 def _connection_protocol(owners: ConnectionOwners | None) -> type:
     """uvicorn's HTTP/1.1 protocol, which also:
-    - closes a connection whose next request head has not all come within REQUEST_HEAD_SECONDS of
-      its opening or of its last response (uvicorn's own keep-alive timer restarts at every byte
-      received, so a byte now and then would hold a file descriptor for ever);
-    - without a token, answers 403 and closes at once a connection opened by another user, so that
-      other users cannot even hold connections open."""
+    - answers 408 and closes a connection whose next request, head and body, has not all come within
+      REQUEST_SECONDS of its opening or of its last response (uvicorn's own keep-alive timer
+      restarts at every byte received, and nothing bounds a body: a byte now and then would hold a
+      file descriptor and a request slot for ever);
+    - without a token, judges each connection as it opens on its socket's owner: another user's
+      request is answered 403 by the gate, within OTHER_USER_REQUEST_SECONDS;
+    - closes gracefully, so that a client still sending reads its reply (see _LingeringTransport)."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class Connection(H11Protocol):  # type: ignore[misc]
         def connection_made(self, transport: Any) -> None:
-            super().connection_made(transport)
-            self.head_deadline: Any = None
-            if owners is not None and not (self.client and self.server and owners.opened(self.client, self.server)):
-                message = owners.refusal().encode() + b"\n"
-                transport.write(
-                    b"HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\n"
-                    + b"content-length: %d\r\n\r\n" % len(message) + message
-                )
-                transport.close()
-                return
+            self.request_deadline: Any = None
+            super().connection_made(_LingeringTransport(transport, self.loop))
+            allowed = owners is None or bool(self.client and self.server and owners.opened(self.client, self.server))
+            self.request_seconds = REQUEST_SECONDS if allowed else OTHER_USER_REQUEST_SECONDS
             self.wait_for_request(after=None)
 
         def wait_for_request(self, after: Any) -> None:
-            """Close the connection unless a request after the one ``after`` (None: the first)
-            has begun within REQUEST_HEAD_SECONDS."""
-            def close_if_none_began() -> None:
-                if self.cycle is after and not self.transport.is_closing():
-                    self.transport.close()
+            """Answer 408 (if one has begun) and close, unless the whole request after the one
+            ``after`` (None: the first) has come within request_seconds."""
+            def close_if_unfinished() -> None:
+                cycle = self.cycle
+                if self.transport.is_closing() or (cycle is not after and not cycle.more_body):
+                    return
+                begun = cycle is not after or self.conn.trailing_data[0]
+                if begun and (cycle is after or not cycle.response_started):
+                    _write_response(self.transport, 408, f"the request did not all come within {self.request_seconds} s")
+                self.transport.close()
 
-            self.head_deadline = self.loop.call_later(REQUEST_HEAD_SECONDS, close_if_none_began)
+            self.request_deadline = self.loop.call_later(self.request_seconds, close_if_unfinished)
+
+        def data_received(self, data: bytes) -> None:
+            if not self.transport.lingering:  # else the reply is sent: what still comes is only drained
+                super().data_received(data)
 
         def on_response_complete(self) -> None:
             finished = self.cycle
             super().on_response_complete()  # may begin a request already received (pipelined)
-            if self.head_deadline is not None:
-                self.head_deadline.cancel()
+            self.request_deadline.cancel()
             self.wait_for_request(after=finished)
 
         def connection_lost(self, exc: Exception | None) -> None:
-            if self.head_deadline is not None:
-                self.head_deadline.cancel()
+            if self.request_deadline is not None:
+                self.request_deadline.cancel()
+            self.transport.lost()
             if owners is not None and self.client:
                 owners.closed(self.client)
             super().connection_lost(exc)
 
     return Connection
+
+
+class _LingeringTransport:
+    """A connection's transport whose close() ends the connection so that the client reads the reply:
+    our side first (FIN after the last byte written), then what the client still sends is read and
+    dropped until it closes its side, for CLOSE_LINGER_SECONDS at most. A socket closed with bytes
+    unread makes the kernel reset the connection, and a client still sending (a refused request's
+    body, say) then loses the reply it had not read yet."""
+
+    def __init__(self, transport: Any, loop: Any) -> None:
+        self.transport = transport
+        self.loop = loop
+        self.lingering = False
+        self.give_up: Any = None
+
+    def __getattr__(self, name: str) -> Any:  # all else is the transport's own
+        return getattr(self.transport, name)
+
+    def is_closing(self) -> bool:
+        return self.lingering or self.transport.is_closing()
+
+    def write(self, data: bytes) -> None:
+        if not self.is_closing():
+            self.transport.write(data)
+
+    def close(self) -> None:
+        if self.is_closing():
+            return
+        self.lingering = True
+        self.transport.write_eof()
+        self.transport.resume_reading()
+        self.give_up = self.loop.call_later(CLOSE_LINGER_SECONDS, self.transport.abort)
+
+    def lost(self) -> None:
+        """The connection is gone."""
+        if self.give_up is not None:
+            self.give_up.cancel()
+
+
+def _write_response(transport: Any, status: int, message: str) -> None:
+    """A plain-text reply written as is, for when uvicorn has none under way (and the connection closes after it)."""
+    body = message.encode() + b"\n"
+    transport.write(
+        b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s"
+        % (status, HTTPStatus(status).phrase.encode(), len(body), body)
+    )
 
 
 class _OncePerMinute(logging.Filter):

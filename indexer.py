@@ -44,6 +44,7 @@ from file_utils import (
     read_regular_file,
     resolve_user_path,
     walk_source,
+    whitespace_twin,
 )
 from models import (
     DiskFile,
@@ -166,10 +167,11 @@ def reading(config: ServerConfig) -> Reading:
     return Reading(config.max_file_size_bytes, config.index_notebook_outputs)
 
 
-def file_content(rel: str, data: bytes, notebook_outputs: bool = False, most: int | None = None) -> Content:
+def file_content(rel: str, data: bytes, notebook_outputs: bool = False, most: int | None = None, max_text: int | None = None) -> Content:
     """The Content of a file's bytes: a format formats.py extracts, else decoded text (Markdown and
-    reST headings found in it); the first ``most`` headings if given. Raises FileSkipped."""
-    extracted = formats.extract(rel, data, notebook_outputs=notebook_outputs)
+    reST headings found in it); the first ``most`` headings if given. Raises FileSkipped, as
+    too_large when an extracted text is longer than ``max_text`` characters."""
+    extracted = formats.extract(rel, data, notebook_outputs=notebook_outputs, max_text_chars=max_text)
     if extracted is None:
         text, encoding, fallback = decode_text(rel, data)
         if "\r" in text:  # CR LF and old Mac CR-only line ends: lines end with \n alone here
@@ -458,9 +460,11 @@ def read_document(config: ServerConfig, user_path: str) -> Document:
     rel = resolve_user_path(root, user_path, config.index_output_directory)
     try:
         if check_single_file(root, rel, file_filter(config)) is None:
-            raise ArgumentError("path", f"{rel}: no such file in the source directory")
+            twin = whitespace_twin(root, rel)
+            hint = f"; did you mean {twin!r} (the path given has white space around a name)?" if twin else ""
+            raise ArgumentError("path", f"{rel}: no such file in the source directory{hint}")
         raw = read_regular_file(root, rel, config.max_file_size_bytes)
-        content = file_content(rel, raw.data, config.index_notebook_outputs, MAX_OUTLINE_HEADINGS + 1)
+        content = file_content(rel, raw.data, config.index_notebook_outputs, MAX_OUTLINE_HEADINGS + 1, config.max_file_size_bytes)
     except FileSkipped as skipped:
         detail = f": {skipped.detail}" if skipped.detail else ""
         raise ArgumentError("path", f"{rel} is not a file the index reads ({skipped.reason}{detail}); nothing was returned") from None
@@ -469,65 +473,83 @@ def read_document(config: ServerConfig, user_path: str) -> Document:
     return Document(rel, visible_text(content.title), lines, outline, more, raw.content_hash, raw.mtime_ns)
 
 
+class Part(NamedTuple):
+    """What get_document returns of a file: lines ``first`` to ``last`` (``text``, the first from
+    the character it was asked from), and where the rest starts when there is more: the line, and
+    the character within it when the cut is inside a line (else None)."""
+
+    first: int
+    last: int
+    text: str
+    next_line: int | None = None
+    next_char: int | None = None
+
+
 def document_part(
-    document: Document, heading: str | None, start_line: int | None, end_line: int | None, max_chars: int
-) -> tuple[int, int, str, bool]:
-    """(first line, last line, text, truncated): the lines asked for (a heading's, a range, else
-    from the top), as many whole lines as fit in ``max_chars``; a first line longer than that is
-    cut."""
+    document: Document, heading: str | None, start_line: int | None, end_line: int | None, max_chars: int, start_char: int = 0
+) -> Part:
+    """The lines asked for (a heading's, a range, else from the top; with a heading, start_line and
+    end_line narrow its section, start_line also picking which of its occurrences), from character
+    ``start_char`` of the first, as many whole lines as fit in ``max_chars``; a line longer than
+    that is cut, and the rest of it is where the next part starts."""
     total = len(document.lines)
+    for name, number in (("start_line", start_line), ("end_line", end_line)):
+        if number is not None and number < 1:
+            raise ArgumentError(name, f"lines are numbered from 1; got {number}")
     if heading:
-        if start_line is not None or end_line is not None:
-            raise ArgumentError("heading", "give either a heading or start_line/end_line, not both")
-        entry = _heading_named(document, heading)
-        first, last = entry["line_start"], entry["line_end"]
+        entry = _heading_named(document, heading, start_line)
+        first = entry["line_start"] if start_line is None else start_line
+        last = entry["line_end"] if end_line is None else min(end_line, entry["line_end"])
     else:
         first = 1 if start_line is None else start_line
         last = total if end_line is None else min(end_line, total)
-        for name, number in (("start_line", start_line), ("end_line", end_line)):
-            if number is not None and number < 1:
-                raise ArgumentError(name, f"lines are numbered from 1; got {number}")
-        if end_line is not None and end_line < first:
-            raise ArgumentError("end_line", f"must not be before start_line ({first}); got {end_line}")
         if first > max(total, 1):
             raise ArgumentError("start_line", f"{document.path} has {total} lines; start_line {first} is past its end")
+    if end_line is not None and end_line < first:
+        raise ArgumentError("end_line", f"must not be before start_line ({first}); got {end_line}")
+    line = document.lines[first - 1] if total else ""
+    if start_char > len(line):
+        raise ArgumentError("start_char", f"line {first} of {document.path} has {len(line)} characters; start_char {start_char} is past its end")
     if total == 0:
-        return 0, 0, "", False
-    taken: list[str] = []
-    used = 0
-    for line in document.lines[first - 1:last]:
-        if used + len(line) + (1 if taken else 0) > max_chars:
-            if not taken:
-                taken.append(line[:max_chars])  # one line longer than max_chars (minified text)
-            break
-        used += len(line) + (1 if taken else 0)
+        return Part(0, 0, "")
+    if len(line) - start_char > max_chars:  # one line longer than max_chars (minified text): cut inside it
+        return Part(first, first, line[start_char:start_char + max_chars], first, start_char + max_chars)
+    taken = [line[start_char:]]
+    used = len(taken[0])
+    for number in range(first + 1, last + 1):
+        line = document.lines[number - 1]
+        used += 1 + len(line)
+        if used > max_chars:
+            return Part(first, number - 1, "\n".join(taken), number)
         taken.append(line)
-    shown_last = first + len(taken) - 1
-    return first, shown_last, "\n".join(taken), shown_last < last or len(taken[-1]) < len(document.lines[shown_last - 1])
+    return Part(first, last, "\n".join(taken))
 
 
 def document_reply(
     config: ServerConfig, user_path: str, heading: str | None = None, start_line: int | None = None, end_line: int | None = None,
-    max_chars: int = 20_000, refresh: Callable[[list[str]], bool] | None = None,
+    max_chars: int = 20_000, refresh: Callable[[list[str]], bool] | None = None, start_char: int = 0,
 ) -> DocumentReply:
     """get_document: a file read from disk now (see read_document and document_part), with its
     outline. If it differs from what the index holds, ``refresh([path])`` is asked to index it
-    again (see TextIndexer.refresh_if_free); without one, or if it fails, the reply says stale."""
+    again (see TextIndexer.refresh_if_free); without one, or if it fails, the reply says stale.
+    When ``truncated``, the same call from ``next_start_line`` (and ``next_start_char``) goes on."""
     for name, value in (("start_line", start_line), ("end_line", end_line)):
         if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
             raise ArgumentError(name, f"must be a whole number, got {value!r}")
+    if not isinstance(start_char, int) or isinstance(start_char, bool) or start_char < 0:
+        raise ArgumentError("start_char", f"must be a whole number from 0 (the line's first character), got {start_char!r}")
     if not isinstance(max_chars, int) or isinstance(max_chars, bool) or not 1 <= max_chars <= MAX_DOCUMENT_CHARS:
         raise ArgumentError("max_chars", f"must be a whole number from 1 to {MAX_DOCUMENT_CHARS:,}, got {max_chars!r}")
     if heading is not None and not isinstance(heading, str):
         raise ArgumentError("heading", f"must be a string, got {heading!r}")
     document = read_document(config, user_path)
-    first, last, text, truncated = document_part(document, heading, start_line, end_line, max_chars)
+    part = document_part(document, heading, start_line, end_line, max_chars, start_char)
     changed = _indexed_hash(config.db_path, document.path) != document.content_hash
     stale = changed and not (refresh is not None and refresh([document.path]))
     return {
-        "path": document.path, "title": document.title, "text": visible_text(text), "line_start": first, "line_end": last,
-        "total_lines": len(document.lines), "truncated": truncated,
-        "next_start_line": last + 1 if truncated and last < len(document.lines) else None,
+        "path": document.path, "title": document.title, "text": visible_text(part.text), "line_start": part.first,
+        "line_end": part.last, "total_lines": len(document.lines), "truncated": part.next_line is not None,
+        "next_start_line": part.next_line, "next_start_char": part.next_char,
         "outline": document.outline, "outline_truncated": document.outline_truncated,
         "changed_since_indexed": changed, "stale": stale,
         "last_modified": datetime.fromtimestamp(document.mtime_ns / 1e9, tz=timezone.utc).isoformat(timespec="seconds"),
@@ -543,27 +565,65 @@ def _indexed_hash(db_path: Path, rel: str) -> str | None:
     return stored.content_hash if stored else None
 
 
-def _heading_named(document: Document, heading: str) -> OutlineEntry:
-    """The outline entry named ``heading``: its path as given, else ignoring case and the spaces
-    around each ' > ', else the one heading whose own name is that."""
+def _heading_named(document: Document, heading: str, line: int | None = None) -> OutlineEntry:
+    """The outline entry named ``heading`` (see _headings_named); of several, the one holding
+    ``line``, or the N-th for a name ending in "#N" that no heading has. ArgumentError otherwise,
+    listing the headings, or each occurrence with its lines."""
+    wanted = visible_text(heading).strip()
+    found, base, nth = _headings_named(document, visible_text(heading)), wanted, None
+    occurrence = _OCCURRENCE.fullmatch(wanted)
+    if not found and occurrence:
+        base, nth = occurrence[1].strip(), int(occurrence[2])
+        found = _headings_named(document, base)
+    if not found:
+        names = [entry["heading"] for entry in document.outline]
+        if not names:
+            raise ArgumentError("heading", f"{document.path} has no headings; ask for start_line/end_line instead")
+        listed = "; ".join(names[:MAX_HEADINGS_LISTED]) + (f"; ... ({len(names)} listed)" if len(names) > MAX_HEADINGS_LISTED else "")
+        beyond = f" (only its first {MAX_OUTLINE_HEADINGS} headings are looked up)" if document.outline_truncated else ""
+        raise ArgumentError("heading", f"{wanted[:200]!r} is not a heading of {document.path}{beyond}; its headings: {listed}")
+    chosen = found
+    if nth is not None:
+        if not 1 <= nth <= len(found):
+            raise ArgumentError("heading", f"{document.path} has {len(found)} headings named {base[:200]!r}, not {nth}: {_occurrences(base, found)}")
+        chosen = [found[nth - 1]]
+    if line is not None:
+        holding = [entry for entry in chosen if entry["line_start"] <= line <= entry["line_end"]]
+        if not holding:
+            raise ArgumentError("start_line", f"start_line {line} is in no section named {wanted[:200]!r}: {_occurrences(base, found)}")
+        return holding[-1]  # of nested ones holding the line, the innermost
+    if len(chosen) > 1:
+        raise ArgumentError(
+            "heading", f"{len(found)} headings of {document.path} are named {base[:200]!r}: {_occurrences(base, found)};"
+            " name one with its '#N', or give start_line (any line of it)"
+        )
+    return chosen[0]
+
+
+#: A heading asked for as "Examples#2": the second of the headings named "Examples".
+_OCCURRENCE = re.compile(r"(.+)#([0-9]{1,6})")
+
+
+def _headings_named(document: Document, wanted: str) -> list[OutlineEntry]:
+    """The outline entries named ``wanted``: by their path as given, else ignoring case and the
+    spaces around each ' > ', else those whose own name is that (any case)."""
     def loose(name: str) -> str:
         return " > ".join(part.strip() for part in name.split(">")).casefold()
 
-    wanted = visible_text(heading)
     for key in (lambda name: name, lambda name: name.strip(), loose):
         found = [entry for entry in document.outline if key(entry["heading"]) == key(wanted)]
         if found:
-            return found[0]
-    own = [entry for entry in document.outline if entry["heading"].rsplit(" > ", 1)[-1].casefold() == wanted.strip().casefold()]
-    if len(own) == 1:
-        return own[0]
-    names = [entry["heading"] for entry in document.outline]
-    if not names:
-        raise ArgumentError("heading", f"{document.path} has no headings; ask for start_line/end_line instead")
-    listed = "; ".join(names[:MAX_HEADINGS_LISTED]) + (f"; ... ({len(names)} listed)" if len(names) > MAX_HEADINGS_LISTED else "")
-    which = "matches several headings of" if own else "is not a heading of"
-    beyond = f" (only its first {MAX_OUTLINE_HEADINGS} headings are looked up)" if document.outline_truncated else ""
-    raise ArgumentError("heading", f"{visible_text(heading)[:200]!r} {which} {document.path}{beyond}; its headings: {listed}")
+            return found
+    return [entry for entry in document.outline if entry["heading"].rsplit(" > ", 1)[-1].casefold() == wanted.strip().casefold()]
+
+
+def _occurrences(base: str, entries: list[OutlineEntry]) -> str:
+    """Each of ``entries`` (headings of one name) with its lines and the name that asks for it."""
+    listed = [
+        f"{entry['heading'][:200]} at lines {entry['line_start']}-{entry['line_end']} ({base[:200]}#{number})"
+        for number, entry in enumerate(entries[:MAX_HEADINGS_LISTED], 1)
+    ]
+    return "; ".join(listed) + (f"; ... ({len(entries)} in all)" if len(entries) > MAX_HEADINGS_LISTED else "")
 
 
 # ---- reading ---------------------------------------------------------------------------------
@@ -572,7 +632,7 @@ def _heading_named(document: Document, heading: str) -> OutlineEntry:
 def load_file(root: Path, rel: str, how: Reading) -> LoadedFile:
     """Read, extract or decode, and split one file; raise FileSkipped when it cannot or must not be indexed."""
     raw = read_regular_file(root, rel, how.max_bytes)
-    content = file_content(rel, raw.data, how.notebook_outputs)
+    content = file_content(rel, raw.data, how.notebook_outputs, max_text=how.max_bytes)
     rows = sections(content)
     return LoadedFile(
         path=rel, mtime_ns=raw.mtime_ns, size=raw.size, inode=raw.inode, ctime_ns=raw.ctime_ns, content_hash=raw.content_hash,
@@ -896,16 +956,38 @@ class TextIndexer:
         self.damage_suspected = False
         #: What this process's watcher reports; each scan records it in the meta (see record_watching).
         self.watching: WatchState | None = None
+        #: Why the last write to the index failed (SQLite's message: a full disk, say): status says
+        #: "error" until a write succeeds again. The lock file's record says it to other processes.
+        self.write_failure: str | None = None
         last = writer.write_lock.last_record()
         self.saved_errors = last.errors if last else 0  # the count survives an index that had to be rebuilt
         if writer.recovered_from:
             self._record_error(f"the index was damaged; moved it to {writer.recovered_from} and rebuilt it")
 
-    def _record_error(self, message: str) -> None:
+    def _record_error(self, message: str, exc: BaseException | None = None) -> None:
         self.errors_encountered += 1
         self.unsaved_errors += 1
         self.last_error = message[:MAX_ERROR_CHARS]
-        logger.error("%s", message)
+        logger.error("%s", message, exc_info=exc)
+
+    def record_problem(self, message: str, exc: BaseException) -> None:
+        """A failure outside the index's own work (the watcher's, the loop's): counted, logged with
+        its traceback and shown in status as the last error."""
+        self._record_error(message, exc)
+
+    def _write_failed(self, exc: Exception) -> None:
+        """The index could not be written: status says so (counted once until a write succeeds,
+        however often it is retried), here and, through the lock file, in other processes."""
+        if str(exc) != self.write_failure:
+            self._record_error(write_problem(self.writer.db_path, str(exc)))
+        self.write_failure = str(exc)
+        self._record_progress()
+
+    def _write_succeeded(self) -> None:
+        if self.write_failure is not None:
+            logger.info("the index %s can be written again", self.writer.db_path)
+            self.write_failure = None
+            self._record_progress()
 
     def _error_meta(self, new_errors: int, last_error: str | None) -> dict[str, str]:
         """Meta values that add this process's unsaved errors and ``new_errors`` to the index's
@@ -1007,10 +1089,11 @@ class TextIndexer:
 
     def _scan_failed(self, exc: Exception) -> RefreshReply:
         if isinstance(exc, (OSError, SourceUnavailableError)):
-            problem = f"{exc}; the index is kept as it was"
+            problem = f"scan stopped: {exc}; the index is kept as it was"
+            self._record_error(problem)
         else:
-            problem = f"cannot write the index {self.writer.db_path}: {exc}"
-        self._record_error(f"scan stopped: {problem}")
+            problem = write_problem(self.writer.db_path, str(exc))
+            self._write_failed(exc)
         try:
             with self.writer.transaction():
                 self.writer.set_meta_values({**self._error_meta(0, self.last_error), "last_error_of": "scan"})
@@ -1018,7 +1101,7 @@ class TextIndexer:
             pass  # the index cannot be written now (disk full, read-only): the error stays unsaved
         self.progress.phase = "done"
         self._record_progress()
-        return {"success": False, "files_processed": self.progress.files_done, "files_removed": 0, "errors": [self.last_error or ""]}
+        return {"success": False, "files_processed": self.progress.files_done, "files_removed": 0, "errors": [problem[:MAX_ERROR_CHARS]]}
 
     def _scan(self, on_progress: Callable[[ScanProgress], None] | None) -> RefreshReply:
         progress = self.progress
@@ -1068,16 +1151,23 @@ class TextIndexer:
                 **({"watching": self._watching_record()} if self.watching is not None else {}),
                 **self._error_meta(new_problems, self.last_error),
             })
+        self._write_succeeded()
         self.errors_encountered += new_problems
         progress.skipped = dict(Counter(reason for _, reason, _ in skipped))
         progress.phase = "done"
         self._record_progress()
         removed += outcome.vanished
         changed = outcome.written or removed or outcome.skipped
-        if outcome.written or removed:
-            self.writer.release_free_pages()
-        if outcome.written or removed or self.writer.wal_bytes() > database.WAL_SIZE_LIMIT:
-            self.writer.truncate_wal()
+        try:
+            if outcome.written or removed:
+                self.writer.release_free_pages()
+            if outcome.written or removed or self.writer.wal_bytes() > database.WAL_SIZE_LIMIT:
+                self.writer.truncate_wal()
+        except sqlite3.Error as exc:  # all is committed: the scan did its work (the WAL may fill a full disk)
+            if database.is_corruption(exc):
+                raise
+            logger.warning("the index %s is up to date, but its WAL could not be folded into it (%s); the next scan"
+                           " that writes tries again", self.writer.db_path, exc)
         logger.log(
             logging.INFO if changed else logging.DEBUG,
             "scan done: %d files read, %d removed, %d unchanged verified, skipped %s, %.1fs",
@@ -1108,7 +1198,10 @@ class TextIndexer:
     def _record_progress(self) -> None:
         progress = self.progress
         errors = self.saved_errors + self.unsaved_errors
-        self.writer.write_lock.record(progress.phase, progress.files_done, progress.files_total, errors)
+        if self.write_failure is not None and progress.phase not in ("walking", "indexing"):  # status elsewhere says "error"
+            self.writer.write_lock.record("failed", 0, 0, errors, self.write_failure)
+        else:
+            self.writer.write_lock.record(progress.phase, progress.files_done, progress.files_total, errors)
 
     def _remove(self, to_remove: list[str], on_progress: Callable[[ScanProgress], None] | None) -> int:
         for start in range(0, len(to_remove), BATCH_FILES):
@@ -1202,11 +1295,16 @@ class TextIndexer:
             for rel in rels:
                 self._check_recorded_folders(rel)
             loaded = [self._read_now(rel) for rel in rels]
-            with self.writer.transaction():
-                replies = [self._write_refreshed(rel, item) for rel, item in zip(rels, loaded)]
-                if self.writer.meta().get("last_error_of") != "scan":  # a failed scan's error stands till a scan passes
-                    self.last_error = _describe_problems(self.writer.skipped_entries(ERROR_REASONS))
-                    self.writer.set_meta("last_error", (self.last_error or "")[:MAX_ERROR_CHARS])
+            try:
+                with self.writer.transaction():
+                    replies = [self._write_refreshed(rel, item) for rel, item in zip(rels, loaded)]
+                    if self.writer.meta().get("last_error_of") != "scan":  # a failed scan's error stands till a scan passes
+                        self.last_error = _describe_problems(self.writer.skipped_entries(ERROR_REASONS))
+                        self.writer.set_meta("last_error", (self.last_error or "")[:MAX_ERROR_CHARS])
+            except sqlite3.Error as exc:
+                self._write_failed(exc)
+                raise
+            self._write_succeeded()
         return {
             "success": all(reply["success"] for reply in replies),
             "files_processed": sum(reply["files_processed"] for reply in replies),
@@ -1347,6 +1445,11 @@ def _identity_of(folder: Path) -> str | None:
     return identity(st) if stat.S_ISDIR(st.st_mode) else None
 
 
+def write_problem(db_path: Path, detail: str) -> str:
+    """What status says while the index cannot be written; ``detail``: SQLite's message."""
+    return f"cannot write the index {db_path}: {detail}; what changed is indexed once it can be written again"
+
+
 def _describe_problems(problems: Sequence[tuple[str, str, str]]) -> str | None:
     """One line for status's last_error about what a scan could not read, or None."""
     if not problems:
@@ -1376,12 +1479,17 @@ def read_status(
     lock = indexer.writer.write_lock if indexer else database.WriterLock(database.lock_path(db_path))
     writer = lock.holder()
     own = indexer.progress if indexer else None
+    failed = lock.last_record() if indexer is None and writer is None else None
+    if failed is not None and failed.phase != "failed":
+        failed = None
+    detail = indexer.write_failure if indexer else failed.problem if failed else None
+    failure = write_problem(db_path, detail) if detail is not None else None
     skipped = json.loads(meta.get("skipped_counts") or "{}")
     if own is not None and own.state == "indexing":
         state, phase, done, total, skipped = "indexing", own.phase, own.files_done, own.files_total, own.skipped
     elif writer is not None and writer.phase in ("walking", "indexing"):  # another process is scanning now
         state, phase, done, total = "indexing", writer.phase, writer.files_done, writer.files_total
-    elif indexer is None and startup_error:
+    elif (indexer is None and startup_error) or failure:
         state, phase, done, total = "error", "", 0, 0
     elif own.finished_at if own is not None else meta.get("last_scan"):  # a daemon waits for its own first scan
         state, phase, done, total = "idle", "done", 0, 0
@@ -1390,13 +1498,13 @@ def read_status(
     if state == "idle" and own is not None:
         done, total = own.files_done, own.files_total
     unsaved = indexer.unsaved_errors if indexer else 0
-    if problem:
-        last_error: str | None = problem
+    if problem or failure:
+        last_error: str | None = problem or failure
     elif unsaved:
         last_error = indexer.last_error if indexer else None
     else:
         last_error = meta.get("last_error") or None
-    saved = max(int(meta.get("errors_encountered") or 0), indexer.saved_errors if indexer else 0)
+    saved = max(int(meta.get("errors_encountered") or 0), indexer.saved_errors if indexer else failed.errors if failed else 0)
     size = sum(p.stat().st_size for p in (db_path, Path(f"{db_path}-wal")) if p.exists())
     return {
         "source_directory": str(config.source_directory),

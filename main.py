@@ -25,30 +25,35 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 
 import database
 from config import CONFIG_ENV_VAR, ENV_VARS, FLAGS, load_config
 from database import IndexWriter
-from exceptions import Cancelled, ConfigError, DocSearchError, IndexUnavailableError
+from exceptions import Cancelled, ConfigError, DocSearchError, IndexUnavailableError, writable
 from file_utils import MAX_USER_PATH_CHARS
 from http_server import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV_VAR, HttpSettings, http_settings, listening_socket, serve_http
 from indexer import MAX_DOCUMENT_CHARS, TextIndexer, document_reply, read_status, watched_folder
 from models import VERSION, ScanProgress, ServerConfig, StatusReply
 from search import MAX_EXTENSIONS, MAX_LIMIT, MAX_OFFSET, MAX_PATH_PATTERN_CHARS, Freshness, read_filters
 from search import search as run_search
-from watcher import Batch, SourceWatcher, WatchState, WatchUnavailable
+from watcher import MAX_BATCH_FILES, Batch, Pacing, SourceWatcher, WatchState, WatchUnavailable
 
 logger = logging.getLogger("docsearch")
 _T = TypeVar("_T")
 
 COMMANDS = ("serve", "index", "search", "status")
 #: The name messages start with: the installed command's, or main.py's when run from a clone.
-PROG = "main.py" if Path(sys.argv[0]).name == "main.py" else "docsearch"
+#: The name messages start with: the command as it was run (main.py in a clone, or either console script).
+PROG = Path(sys.argv[0]).name if Path(sys.argv[0]).name in ("main.py", "docsearch") else "docsearch-mcp"
 #: While the index directory cannot be written, retry opening it this often (seconds).
 WRITER_RETRY_SECONDS = 30.0
 #: On exit, how long the rescan loop may take to finish the file it is writing (seconds).
 STOP_WAIT_SECONDS = 5.0
+#: What a failed write left (a full disk) is tried again after RETRY_FIRST_SECONDS, the wait
+#: doubling while it keeps failing, up to RETRY_MAX_SECONDS; so is the loop after a failure.
+RETRY_FIRST_SECONDS = 1.0
+RETRY_MAX_SECONDS = 60.0
 #: Failures a tool reports as an error message: the daemon's own, and the file system's or
 #: SQLite's (an index directory deleted under the server, say), which would otherwise reach the
 #: client as a bare "Error executing tool".
@@ -97,7 +102,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     common.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     env_help = "environment: " + ", ".join(ENV_VARS.values())
     parser = argparse.ArgumentParser(prog=PROG, description="Local full-text search over MCP (stdio or Streamable HTTP).", epilog=env_help)
-    parser.add_argument("--version", action="version", version=f"docsearch {VERSION}")
+    parser.add_argument("--version", action="version", version=f"docsearch-mcp {VERSION}")
     sub = parser.add_subparsers(dest="command")
     serve_parser = sub.add_parser("serve", parents=[common], help="run the MCP server, on stdio unless told (default)")
     serve_parser.add_argument("--transport", choices=("stdio", "http"), default="stdio", help="stdio (default), or Streamable HTTP at /mcp")
@@ -167,8 +172,21 @@ _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:
-    """``text`` with control characters shown as escapes, for a terminal."""
-    return _UNPRINTABLE.sub(lambda found: ascii(found.group())[1:-1], text)
+    """``text`` with control characters shown as escapes, for a terminal (and writable: see
+    exceptions.writable)."""
+    return _UNPRINTABLE.sub(lambda found: ascii(found.group())[1:-1], writable(text))
+
+
+def writable_reply(reply: _T) -> _T:
+    """``reply`` with every text in it writable (exceptions.writable): a path under a folder
+    whose name is not UTF-8 must not stop a reply being written, and with it the stdio server."""
+    if isinstance(reply, str):
+        return cast(_T, writable(reply))
+    if isinstance(reply, dict):
+        return cast(_T, {key: writable_reply(value) for key, value in reply.items()})
+    if isinstance(reply, list):
+        return cast(_T, [writable_reply(item) for item in reply])
+    return reply
 
 
 class _PrintableMessages(logging.Filter):
@@ -208,7 +226,7 @@ def cmd_index(config: ServerConfig, args: argparse.Namespace) -> int:
     try:
         writer = IndexWriter(config.db_path, on_wait=waiting)
     except Exception as exc:  # noqa: BLE001 - any failure to open is reported the same way
-        print(f"{PROG}: cannot open the index {config.db_path}: {exc}", file=sys.stderr)
+        print(printable(f"{PROG}: cannot open the index {config.db_path}: {exc}"), file=sys.stderr)
         return 1
     indexer = TextIndexer(config, writer)
     for number in STOP_SIGNALS:  # stop where the scan is (a transaction rolls back), then close
@@ -221,12 +239,11 @@ def cmd_index(config: ServerConfig, args: argparse.Namespace) -> int:
         writer.close()
     status = read_status(config, indexer)
     skipped = ", ".join(f"{reason} {count}" for reason, count in sorted(status["skipped_files"].items())) or "none"
-    print(
+    print(printable(
         f"indexed {reply['files_processed']} files, removed {reply['files_removed']}, skipped: {skipped};"
         f" {status['indexed_files']} files in the index ({status['index_size_mb']:.1f} MB) in"
-        f" {time.monotonic() - reporter.started:.1f}s -> {config.db_path}",
-        file=sys.stderr,
-    )
+        f" {time.monotonic() - reporter.started:.1f}s -> {config.db_path}"
+    ), file=sys.stderr)
     for error in reply["errors"]:
         print(f"  error: {printable(error)}", file=sys.stderr)
     return 0 if reply["success"] else 1
@@ -304,10 +321,10 @@ class ProgressPrinter:
 def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
     try:
         extensions = [part for part in args.ext.split(",") if part.strip()] if args.ext is not None else None
-        reply = run_search(
+        reply = writable_reply(run_search(
             config.db_path, args.query, args.limit, filters=read_filters(args.path, extensions, args.after, args.before),
             offset=args.offset, collapse_duplicates=not args.all_copies, freshness=Freshness(config.source_directory),
-        )
+        ))
     except DocSearchError as exc:
         print(printable(f"{PROG}: {exc}{other_settings_hint(config)}"), file=sys.stderr)
         return 1
@@ -321,7 +338,7 @@ def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
         if hit["also_in_count"]:
             print(printable(f"    same text in: {', '.join(hit['also_in'])}{' ...' if hit['also_in_count'] > len(hit['also_in']) else ''}"))
     for warning in reply["warnings"]:
-        print(f"note: {warning}", file=sys.stderr)
+        print(printable(f"note: {warning}"), file=sys.stderr)
     more = f"; more with --offset {reply['next_offset']}" if reply["has_more"] else ""
     print(f"{len(reply['results'])} of {reply['files_matched']} matching files{more}", file=sys.stderr)
     return 0
@@ -341,7 +358,7 @@ def other_settings_hint(config: ServerConfig) -> str:
 
 
 def cmd_status(config: ServerConfig, args: argparse.Namespace) -> int:
-    status = read_status(config, None)
+    status = writable_reply(advised(read_status(config, None)))
     hint = other_settings_hint(config)
     if hint and status["last_error"]:
         status["last_error"] += hint
@@ -352,6 +369,18 @@ def cmd_status(config: ServerConfig, args: argparse.Namespace) -> int:
         for label, value in status_lines(status, unopened):
             print(printable(f"{label:<10} {value}"))
     return 1 if unopened and unopened.startswith("cannot be read") else 0
+
+
+def advised(status: StatusReply) -> StatusReply:
+    """``status`` with a ``hint`` when it shows something the user can fix: PDFs skipped because
+    pdftotext is missing."""
+    pdfs = status["skipped_files"].get("no_extractor", 0)
+    if pdfs:
+        status["hint"] = (
+            f"{pdfs:,} PDF{'s' if pdfs > 1 else ''} not indexed: pdftotext is missing or could not run. Install"
+            f" poppler-utils (or put pdftotext in a folder on PATH); the next scan reads {'them' if pdfs > 1 else 'it'}."
+        )
+    return status
 
 
 def unopened_state(status: StatusReply, index_exists: bool) -> str | None:
@@ -382,10 +411,27 @@ def status_lines(status: StatusReply, unopened: str | None = None) -> list[tuple
     ]
     if status["errors_encountered"]:
         lines.append(("errors", f"{status['errors_encountered']:,}; last: {status['last_error'] or '-'}"))
+    if "hint" in status:
+        lines.append(("hint", status["hint"]))
     return lines
 
 
 # ---- the daemon ------------------------------------------------------------------------------
+
+
+class Backoff:
+    """A wait that doubles with each failure in a row, from RETRY_FIRST_SECONDS to RETRY_MAX_SECONDS."""
+
+    def __init__(self) -> None:
+        self.failures = 0
+
+    def delay(self) -> float:
+        """The wait after one more failure."""
+        self.failures += 1
+        return min(RETRY_FIRST_SECONDS * 2 ** min(self.failures - 1, 30), RETRY_MAX_SECONDS)
+
+    def reset(self) -> None:
+        self.failures = 0
 
 
 class Daemon:
@@ -404,6 +450,15 @@ class Daemon:
         self.watcher: SourceWatcher | None = None
         self.watch_state = WatchState(False, 0, "the index is not open yet")
         self._thread = threading.Thread(target=self._loop, name="rescan", daemon=True)
+        self._checked = False  # the index's integrity, once per run
+        self._pacing = Pacing()
+        #: Files the watcher reported that a failed write left unindexed, a rescan a failed write
+        #: left to do, and when to try again (see RETRY_FIRST_SECONDS).
+        self._pending: set[str] = set()
+        self._rescan_wanted = False
+        self._retry_at: float | None = None
+        self._write_backoff = Backoff()
+        self._loop_backoff = Backoff()
 
     def _open_writer(self) -> None:
         def waiting(pid: int | None) -> None:
@@ -424,33 +479,68 @@ class Daemon:
         self._thread.start()
 
     def _loop(self) -> None:
-        checked = False
+        """The rescan thread. Whatever escapes a turn is logged with its traceback and shown in
+        status, the watcher is dropped, and after a pause (longer while failures repeat) the loop
+        goes on with a rescan and a new watcher: it ends only when the server stops."""
         while not self.stopping.is_set():
-            if self.indexer is None:
-                self._open_writer()
-            if self.indexer is not None:
-                try:
-                    if not checked:
-                        self.indexer.check_integrity()
-                        checked = True
-                    if self.watcher is None:
-                        self._start_watching()  # before the scan: edits made during it are caught too
-                        self.indexer.watching = self.watch_state  # the scan records it
-                    reply = self.indexer.scan()
-                    if not self.first_scan_done.is_set():
-                        logger.info("first scan finished: %d files read, %d removed; serving %s",
-                                    reply["files_processed"], reply["files_removed"], self.config.source_directory)
-                except Cancelled:
-                    return
-                except Exception:  # noqa: BLE001 - the loop must outlive any one failed scan
-                    logger.exception("rescan failed; trying again at the next interval")
-                self.first_scan_done.set()
-                interval = self.config.scan_interval_seconds
-            else:
-                interval = min(self.config.scan_interval_seconds or WRITER_RETRY_SECONDS, WRITER_RETRY_SECONDS)
-            self._wait_for_changes(interval or None)
+            try:
+                self._turn()
+                self._loop_backoff.reset()
+            except Cancelled:
+                break
+            except Exception as exc:  # noqa: BLE001 - the one place nothing may get past
+                self._turn_failed(exc)
         if self.watcher is not None:
             self.watcher.close()
+
+    def _turn(self) -> None:
+        """Open the index if it is not open, scan, then index what the watcher reports until the
+        next rescan is due."""
+        if self.indexer is None:
+            self._open_writer()
+        indexer = self.indexer
+        if indexer is None:
+            self._wait_for_changes(min(self.config.scan_interval_seconds or WRITER_RETRY_SECONDS, WRITER_RETRY_SECONDS))
+            return
+        try:
+            if not self._checked:
+                indexer.check_integrity()
+                self._checked = True
+            if self.watcher is None:
+                self._start_watching()  # before the scan: edits made during it are caught too
+                indexer.watching = self.watch_state  # the scan records it
+            self._scan(indexer)
+        finally:
+            self.first_scan_done.set()  # searches stop saying "indexing" even if the first scan failed
+        self._wait_for_changes(self.config.scan_interval_seconds or None)
+
+    def _turn_failed(self, exc: Exception) -> None:
+        message = f"the background indexing failed ({type(exc).__name__}: {exc}); it goes on with a rescan and a new watcher"
+        if self.indexer is not None:
+            self.indexer.record_problem(message, exc)
+        else:
+            logger.error("%s", message, exc_info=exc)
+        if self.watcher is not None:
+            self.watcher.close()
+            self.watcher = None
+            self.watch_state = WatchState(False, 0, "stopped by a failure (see last_error); watching again after the next rescan")
+        self.stopping.wait(self._loop_backoff.delay())
+
+    def _scan(self, indexer: TextIndexer, why: str | None = None) -> None:
+        """A full scan; it also covers the files a failed write left pending. If it could not
+        write the index, it is tried again later (see _retry_later)."""
+        if why:
+            logger.info("rescanning: %s", why)
+        reply = indexer.scan()
+        self._rescan_wanted = False
+        if indexer.write_failure is not None:
+            self._retry_later(rescan=True)
+            return
+        if reply["success"] or not self._pending:
+            self._caught_up()
+        if not self.first_scan_done.is_set():
+            logger.info("first scan finished: %d files read, %d removed; serving %s",
+                        reply["files_processed"], reply["files_removed"], self.config.source_directory)
 
     def _start_watching(self) -> None:
         try:
@@ -466,37 +556,79 @@ class Daemon:
             logger.info("watching %d folders for changes", self.watcher.state.folders)
 
     def _wait_for_changes(self, seconds: float | None) -> None:
-        """Until the next periodic rescan (``seconds``; None: none), apply what the watcher reports
-        as it comes; without a watcher, just wait."""
+        """Until the next periodic rescan (``seconds``; None: none), index what the watcher reports
+        as it comes (a hot file when its wait ends, see watcher.Pacing), and retry what a failed
+        write left when its time comes; return early for a rescan that is to be retried. Without
+        a watcher, just wait (the rescan that follows catches up)."""
         deadline = None if seconds is None else time.monotonic() + seconds
         while not self.stopping.is_set():
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
+            now = time.monotonic()
+            retry_due = self._retry_at is not None and self._retry_at <= now
+            if (deadline is not None and deadline <= now) or (self._rescan_wanted and retry_due):
                 return
+            timers = [at for at in (deadline, self._retry_at) if at is not None]
             watcher, indexer = self.watcher, self.indexer
             if watcher is None or indexer is None or not watcher.state.active:
-                self.stopping.wait(left)
+                self.stopping.wait(max(0.0, min(timers) - now) if timers else None)
                 return
-            batch = watcher.next_batch(left)
-            if batch is not None and not self.stopping.is_set():
-                self._apply_changes(indexer, batch)
+            hot = self._pacing.next_due()
+            wake = timers + ([hot] if hot is not None else [])
+            batch = watcher.next_batch(max(0.0, min(wake) - now) if wake else None)
+            if self.stopping.is_set():
+                return
+            if batch is not None and batch.rescan:
+                self._scan(indexer, batch.rescan)
+                if self.watcher is not None:
+                    self.watcher.rewatch()  # folders a changed rule lets in now
+            else:
+                self._index_changed(indexer, batch or Batch())
             if not watcher.state.active:  # a watch limit reached: the periodic rescan takes over
                 self.watch_state, self.watcher = watcher.state, None
                 indexer.record_watching(self.watch_state)
 
-    def _apply_changes(self, indexer: TextIndexer, batch: Batch) -> None:
+    def _index_changed(self, indexer: TextIndexer, batch: Batch) -> None:
+        """Index the files that changed, unless they are hot (they wait, see watcher.Pacing), with
+        the hot files whose wait ended and, when it is time, the ones a failed write left."""
+        now = time.monotonic()
+        todo = self._pacing.changed(batch.paths - batch.gone, now) | batch.gone
+        retry_due = self._retry_at is not None and self._retry_at <= now
+        if todo or retry_due:
+            todo |= self._pending
+        if not todo:
+            if retry_due:
+                self._caught_up()  # nothing was left to retry
+            return
         try:
-            if batch.rescan:
-                logger.info("rescanning: %s", batch.rescan)
-                indexer.scan()
-                if self.watcher is not None:
-                    self.watcher.rewatch()  # folders a changed rule lets in now
-            else:
-                indexer.refresh_changed(sorted(batch.paths))
+            indexer.refresh_changed(sorted(todo))
         except Cancelled:
             return
-        except Exception:  # noqa: BLE001 - the loop must outlive any one failed refresh
-            logger.exception("indexing changed files failed; the next rescan catches up")
+        except Exception as exc:  # noqa: BLE001 - nothing the watcher reported may be lost
+            self._pending |= todo
+            if indexer.write_failure is not None:  # the index cannot be written (a full disk): status says so
+                self._retry_later()
+            else:  # the source or a file in a state nobody foresaw: a rescan sorts it out
+                indexer.record_problem(f"indexing {len(todo)} changed files failed ({type(exc).__name__}: {exc}); rescanning", exc)
+                self._retry_later(rescan=True)
+        else:
+            self._caught_up()
+
+    def _retry_later(self, rescan: bool = False) -> None:
+        """Try again what a failed write left (the pending files; a rescan if asked, or if they
+        are too many to refresh one by one), later and later while it keeps failing."""
+        self._rescan_wanted = self._rescan_wanted or rescan or len(self._pending) > MAX_BATCH_FILES
+        if self._rescan_wanted:
+            self._pending.clear()  # the rescan reads them all
+        delay = self._write_backoff.delay()
+        self._retry_at = time.monotonic() + delay
+        logger.info("trying again in %.0fs to %s", delay, "rescan" if self._rescan_wanted else f"index {len(self._pending)} changed files")
+
+    def _caught_up(self) -> None:
+        """What failed before is written now (or there was nothing left): no retry is due, unless
+        a rescan still is."""
+        self._pending.clear()
+        if not self._rescan_wanted:
+            self._retry_at = None
+            self._write_backoff.reset()
 
     def refresh_found(self, paths: list[str]) -> bool:
         """Index again files a search or get_document found changed, if that can be done now (see
@@ -581,7 +713,9 @@ def build_server(daemon: Daemon) -> Any:
         the file itself shows as \\*\\*), score (higher is better), line_start/line_end,
         last_modified. Accepts keywords or a question; "exact phrase", prefix*, and -exclude work.
         Filters, applied inside the ranking: `path`, a glob relative to the source (`guides/**/*.md`:
-        * and ? stay within a folder, ** spans folders) or a folder (`guides/`); `extensions`
+        * and ? stay within a folder, ** spans folders) or a folder (`guides/`), case-sensitive as
+        file names are (one that matches no file but would ignoring case gets a warning naming the
+        spelling that matches, `**/About/**` for `**/about/**`); `extensions`
         ([".md"]); `modified_after`/`modified_before`, ISO 8601 dates or datetimes (UTC unless
         given). `offset` pages (`has_more`, `next_offset`). Files whose best section is the same text
         are one result, the others in `also_in` (`collapse_duplicates=false`: one result each).
@@ -596,11 +730,11 @@ def build_server(daemon: Daemon) -> Any:
             )
 
         try:
-            return await run_cancellable(work)
+            return writable_reply(await run_cancellable(work))
         except TOOL_ERRORS as exc:
             if isinstance(exc, IndexUnavailableError) and daemon.indexer is not None:
                 daemon.indexer.damage_suspected = True
-            raise ToolError(str(exc)) from exc
+            raise ToolError(writable(str(exc))) from exc
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
     async def get_document(
@@ -609,28 +743,33 @@ def build_server(daemon: Daemon) -> Any:
         start_line: Annotated[int | None, schema_bounds(1)] = None,
         end_line: Annotated[int | None, schema_bounds(1)] = None,
         max_chars: Annotated[int, schema_bounds(1, MAX_DOCUMENT_CHARS)] = 20_000,
+        start_char: Annotated[int, schema_bounds(0)] = 0,
     ) -> DocumentReply:
         """Read an indexed file from disk now (`path` relative to the source, as search returns it).
         `heading`: one section, named as search results name it ("Install > Linux"; its subsections
-        included). `start_line`/`end_line`: a line range (1-based, inclusive). Neither: the file from
-        the top. At most `max_chars` (1-100000) characters, cut at a line end: when `truncated`, ask
-        again from `next_start_line`. `outline` lists every heading with its lines.
-        `changed_since_indexed`: the file differs from what the index held (it is indexed again)."""
+        included); a name several headings share takes "#2" for the second ("Examples#2"), or
+        `start_line` (any line of the one wanted). `start_line`/`end_line`: a line range (1-based,
+        inclusive), within the heading's section if one is named. Neither: the file from the top.
+        At most `max_chars` (1-100000) characters, cut at a line end, or inside a line longer than
+        that: when `truncated`, ask again with the same arguments and `start_line=next_start_line`,
+        plus `start_char=next_start_char` (characters of that line already read) when it is set.
+        `outline` lists every heading with its lines. `changed_since_indexed`: the file differs from
+        what the index held (it is indexed again)."""
 
         def work(cancelled: threading.Event) -> DocumentReply:
-            return document_reply(config, path, heading, start_line, end_line, max_chars, daemon.refresh_found)
+            return document_reply(config, path, heading, start_line, end_line, max_chars, daemon.refresh_found, start_char)
 
         try:
-            return await run_cancellable(work)
+            return writable_reply(await run_cancellable(work))
         except TOOL_ERRORS as exc:
-            raise ToolError(str(exc)) from exc
+            raise ToolError(writable(str(exc))) from exc
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     def get_index_status() -> StatusReply:
         """How many files are indexed, when the last scan finished, whether a scan is running (in
         this process or another one writing the same index) and how far it got, the index size, and
         how many files were skipped for which reason."""
-        return read_status(config, daemon.indexer, daemon.startup_error, daemon.watch_state)
+        return writable_reply(advised(read_status(config, daemon.indexer, daemon.startup_error, daemon.watch_state)))
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False))
     async def refresh_index(
@@ -653,9 +792,9 @@ def build_server(daemon: Daemon) -> Any:
             return indexer.scan(report, cancelled.is_set)
 
         try:
-            return await run_cancellable(work)
+            return writable_reply(await run_cancellable(work))
         except TOOL_ERRORS as exc:
-            raise ToolError(str(exc)) from exc
+            raise ToolError(writable(str(exc))) from exc
 
     return server
 

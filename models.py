@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from typing_extensions import TypedDict
+from typing_extensions import NotRequired, TypedDict
 
 #: This release, in one place: sent as the MCP serverInfo.version and shown by --version.
 VERSION = "0.5.0"
@@ -230,9 +230,11 @@ class DocumentReply(TypedDict):
     line_start: int
     line_end: int
     total_lines: int
-    #: More of what was asked for follows: ask again from next_start_line.
+    #: More of what was asked for follows: ask again from next_start_line (and next_start_char,
+    #: set when the cut is inside that line: a line longer than max_chars).
     truncated: bool
     next_start_line: int | None
+    next_start_char: int | None
     #: Every heading of the file (at most 1000; outline_truncated says when there are more).
     outline: list[OutlineEntry]
     outline_truncated: bool
@@ -273,6 +275,8 @@ class StatusReply(TypedDict):
     fallback_decoded_files: int
     writer_pid: int | None
     watching: WatchingReply
+    #: What the user can do about something above (PDFs skipped for want of pdftotext); only then.
+    hint: NotRequired[str]
 
 
 class RefreshReply(TypedDict):

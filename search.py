@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta, timezone
@@ -431,13 +431,14 @@ class Filters:
     that every path matches, looser than ``pattern`` (its * also crosses /), run inside SQLite
     first; ``pattern``: the exact rule, run in Python on the paths the GLOB let through.
     ``extensions``: lowercase, with their dot. ``modified``: mtime in ns, from (inclusive) and until
-    (exclusive)."""
+    (exclusive). ``path``: the path filter these were read from (see _path_text), for messages."""
 
     prefix: str = ""
     glob: str | None = None
     pattern: re.Pattern[str] | None = None
     extensions: tuple[str, ...] = ()
     modified: tuple[int | None, int | None] = (None, None)
+    path: str | None = None
 
     @property
     def narrows(self) -> bool:
@@ -465,12 +466,16 @@ def read_filters(
     one segment, ``**`` any number of segments (none too), ``[abc]`` one of those characters. Without
     any of them it is a folder or a file: ``guides/`` and ``guides`` hold guides/install.md.
     ``extensions``: ".md" or "md", any case. Dates: ISO 8601, a date or a date and time; without a
-    timezone, UTC."""
-    prefix, glob, pattern = _path_filter(path) if path is not None else ("", None, None)
-    return Filters(prefix, glob, pattern, _extensions(extensions), (_instant("modified_after", modified_after), _instant("modified_before", modified_before)))
+    timezone, UTC. Paths are compared in their case (see _case_hint)."""
+    text = _path_text(path) if path is not None else None
+    prefix, glob, pattern = _path_filter(text, path) if text else ("", None, None)
+    modified = (_instant("modified_after", modified_after), _instant("modified_before", modified_before))
+    return Filters(prefix, glob, pattern, _extensions(extensions), modified, text or None)
 
 
-def _path_filter(path: str) -> tuple[str, str | None, re.Pattern[str] | None]:
+def _path_text(path: str) -> str:
+    """The path filter ``path`` checked, with / for \\, and without spaces around or a leading ./;
+    "" for the whole source."""
     if not isinstance(path, str):
         raise ArgumentError("path", f"must be a string, got {type(path).__name__}")
     text = path.strip().replace("\\", "/")
@@ -487,12 +492,17 @@ def _path_filter(path: str) -> tuple[str, str | None, re.Pattern[str] | None]:
     segments = text.split("/")
     if ".." in segments:
         raise ArgumentError("path", f"{path!r}: '..' is not allowed; the filter is relative to the source directory")
-    if not text.strip("/"):
-        return "", None, None  # the whole source
-    wild = re.search(r"[*?\[]", text)
+    return text if text.strip("/") else ""
+
+
+def _path_filter(text: str, path: str) -> tuple[str, str | None, re.Pattern[str] | None]:
+    """(prefix, glob, pattern) of Filters for the path filter ``text`` (see _path_text), which
+    the caller gave as ``path``."""
+    segments = text.split("/")
+    wild = _WILDCARD.search(text)
     if wild is None:
         folder = text.rstrip("/")
-        return (folder + "/", None, None) if text.endswith("/") else (folder, None, re.compile(re.escape(folder) + "(?:/.*)?", re.S))
+        return (folder + "/", None, None) if text.endswith("/") else (folder, None, re.compile(_path_regex(text), re.S))
     for segment in segments:
         if segment != "**" and len(re.findall(r"\*+", segment)) > MAX_STARS_PER_SEGMENT:
             raise ArgumentError("path", f"{path!r}: at most {MAX_STARS_PER_SEGMENT} * in one folder or file name")
@@ -500,7 +510,7 @@ def _path_filter(path: str) -> tuple[str, str | None, re.Pattern[str] | None]:
     if len(spans) > MAX_FOLDER_SPANS:
         raise ArgumentError("path", f"{path!r}: at most {MAX_FOLDER_SPANS} ** before the last folder")
     try:
-        pattern = re.compile(_glob_regex(segments), re.S)
+        pattern = re.compile(_path_regex(text), re.S)
     except re.error as exc:
         raise ArgumentError("path", f"{path!r} is not a valid glob: {exc}") from None
     loose = None if "[" in text else re.sub(r"\*+/?", "*", text)
@@ -515,7 +525,19 @@ def _path_filter(path: str) -> tuple[str, str | None, re.Pattern[str] | None]:
 _GLOB_SAYS_IT = re.compile(r"[^*?\[]*\*\*(?:/\*[^*?\[/]*)?")
 
 
-def _glob_regex(segments: list[str]) -> str:
+#: What makes a path filter a glob rather than a folder or a file.
+_WILDCARD = re.compile(r"[*?\[]")
+
+
+def _path_regex(text: str, grouped: bool = False) -> str:
+    """A regular expression for the path filter ``text`` (see read_filters): a glob, or a folder or
+    file. ``grouped``: each piece that matches by case is a group (see _segment_pieces)."""
+    if _WILDCARD.search(text) is None:
+        return _glob_regex(text.rstrip("/").split("/"), grouped) + ("/.*" if text.endswith("/") else "(?:/.*)?")
+    return _glob_regex(text.split("/"), grouped)
+
+
+def _glob_regex(segments: list[str], grouped: bool = False) -> str:
     """A regular expression for a glob split at its slashes (see read_filters)."""
     parts: list[str] = []
     for number, segment in enumerate(segments):
@@ -525,32 +547,95 @@ def _glob_regex(segments: list[str]) -> str:
                 parts.pop()  # **/** is **
             parts.append(".*" if last else "(?:[^/]*/)*")
             continue
-        parts.append(_segment_regex(segment) + ("" if last else "/"))
+        pieces = "".join(f"({regex})" if grouped and cased else regex for _, regex, cased in _segment_pieces(segment))
+        parts.append(pieces + ("" if last else "/"))
     return "".join(parts)
 
 
-def _segment_regex(segment: str) -> str:
-    out: list[str] = []
+def _segment_pieces(segment: str) -> Iterator[tuple[str, str, bool]]:
+    """A folder or file name of a glob, piece by piece: its text, its regular expression, and
+    whether what it matches depends on case (a character, or a [class])."""
     at = 0
     while at < len(segment):
         char = segment[at]
         if char == "*":
+            start = at
             while at + 1 < len(segment) and segment[at + 1] == "*":
                 at += 1
-            out.append("[^/]*")
+            yield segment[start:at + 1], "[^/]*", False
         elif char == "?":
-            out.append("[^/]")
+            yield char, "[^/]", False
         elif char == "[" and "]" in segment[at + 2:]:
             end = segment.index("]", at + 2)
             inner = segment[at + 1:end]
             negated = inner[:1] in ("!", "^")
             body = re.sub(r"([\\\]\[^])", r"\\\1", inner[1:] if negated else inner)
-            out.append(f"[^/{body}]" if negated else f"(?!/)[{body}]")  # a range such as [--0] holds "/"
+            yield segment[at:end + 1], f"[^/{body}]" if negated else f"(?!/)[{body}]", True  # a range such as [--0] holds "/"
             at = end
         else:
-            out.append(re.escape(char))
+            yield char, re.escape(char), True
         at += 1
-    return "".join(out)
+
+
+#: A path filter that lets no file through is tried on the files again ignoring case, up to this
+#: many files that it then lets through; the reply names at most MAX_CASE_HINTS spellings of it.
+CASE_PROBE_FILES = 50
+MAX_CASE_HINTS = 3
+
+
+def _case_hint(conn: sqlite3.Connection, filters: Filters) -> str | None:
+    """For filters that let no file through: if their path filter would, ignoring case, a warning
+    naming its spellings that do. Paths are compared in their case, as the file system does
+    (docs/ and Docs/ may both be there) and as the index on paths is ordered."""
+    if filters.path is None:
+        return None
+    probe = _path_regex(filters.path, grouped=True)
+    condition = database.file_condition("", None, filters.extensions, filters.modified, "(?i)" + probe, _caseless_like(filters.path))
+    found = database.paths_passing(conn, condition, CASE_PROBE_FILES)
+    matches = [re.fullmatch(probe, path, re.S | re.I) for path in found]
+    spellings = list(dict.fromkeys(_spelled_as(filters.path, match) for match in matches if match))
+    if not spellings:
+        return None
+    named = ", ".join(map(repr, spellings[:MAX_CASE_HINTS])) + (", ..." if len(spellings) > MAX_CASE_HINTS else "")
+    return f"path {filters.path!r} matches no file: paths are case-sensitive; ignoring case it matches {named}"
+
+
+def _caseless_like(text: str) -> str:
+    """An SQLite LIKE pattern looser than the path filter ``text`` read ignoring case
+    (re.IGNORECASE), so that SQLite passes over most paths (as fast as a GLOB) before the regular
+    expression runs on the rest. LIKE takes an ASCII letter in either case; i, k and s, which
+    re.IGNORECASE also takes for İ, ı, K (Kelvin) and ſ, any other character, and a [class] are
+    one character (_)."""
+    folder = _WILDCARD.search(text) is None
+    segments = text.rstrip("/").split("/") if folder else text.split("/")
+    like = ""
+    for number, segment in enumerate(segments):
+        if segment == "**":
+            like += "%"  # any folders or none: the slash after it is its own
+            continue
+        for piece, _, cased in _segment_pieces(segment):
+            if not cased:
+                like += "%" if piece.startswith("*") else "_"
+            elif len(piece) > 1 or not piece.isascii() or piece.lower() in "iks":
+                like += "_"
+            else:
+                like += "\\" + piece if piece in "%_\\" else piece
+        like += "/" if number < len(segments) - 1 else ""
+    return like + "%" if folder else like
+
+
+def _spelled_as(text: str, found: re.Match[str]) -> str:
+    """The path filter ``text`` spelled as the path ``found`` (by _path_regex(text, grouped=True),
+    ignoring case) has it: each character as there, a [class] that does not hold it replaced by it."""
+    matched = iter(found.groups())
+    segments: list[str] = []
+    for segment in text.split("/"):
+        spelled = ""
+        for piece, regex, cased in [] if segment == "**" else _segment_pieces(segment):
+            there = next(matched) if cased else piece
+            spelled += there if cased and not re.fullmatch(regex, there, re.S) else piece
+        segments.append(spelled or segment)
+    return "/".join(segments)
 
 
 def _extensions(extensions: Sequence[str] | None) -> tuple[str, ...]:
@@ -629,16 +714,17 @@ def _instant(name: str, value: str | None) -> int | None:
 MAX_LISTED_FILES = 5000
 
 
-def _scope(conn: sqlite3.Connection, plan: MatchPlan, filters: Filters) -> database.Scope:
+def _scope(conn: sqlite3.Connection, plan: MatchPlan, filters: Filters) -> tuple[database.Scope, str | None]:
     """The files this search may return: those the filters let through, but the ones the plan's
-    -exclusions match, in this snapshot."""
+    -exclusions match, in this snapshot; and a warning when the filters let none through only
+    because of case (see _case_hint)."""
     excluded = database.matching_files(conn, plan.excluded) if plan.excluded else []
     if not filters.narrows:
-        return database.scope_of(excluded, None)
+        return database.scope_of(excluded, None), None
     pattern = filters.pattern.pattern if filters.pattern is not None else None
     condition = database.file_condition(filters.prefix, filters.glob, filters.extensions, filters.modified, pattern)
     allowed = database.files_passing(conn, condition, MAX_LISTED_FILES)
-    return database.scope_of(excluded, allowed, condition)
+    return database.scope_of(excluded, allowed, condition), _case_hint(conn, filters) if allowed == [] else None
 
 
 def search(
@@ -715,7 +801,8 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
     try:
         with database.snapshot(conn), database.interruptible(conn, limits.reached):
             plan = plan_within_bounds(conn, parsed)
-            run = Searching(asking.db_path, conn, limits.reached, _scope(conn, plan, asking.filters), asking.filters)
+            scope, case_hint = _scope(conn, plan, asking.filters)
+            run = Searching(asking.db_path, conn, limits.reached, scope, asking.filters)
             need = wanted + 1  # results: one more tells whether more follow
             loaded = Loaded()
             while True:
@@ -750,7 +837,7 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
         database.drop_reader(asking.db_path)
         raise IndexUnavailableError(str(asking.db_path), f"search failed: {exc}") from exc
     results = [_result(group, sections, snippet_text, changed) for group in page]
-    warnings = list(dict.fromkeys(parsed.warnings))
+    warnings = list(dict.fromkeys(parsed.warnings + ([case_hint] if case_hint else [])))
     kept = _within_reply_budget(results)
     if kept < len(results):
         warnings.append(f"{len(results) - kept} more results were left out to keep the reply under {MAX_REPLY_CHARS:,} characters")

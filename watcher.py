@@ -21,9 +21,11 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from file_utils import listed_in_source
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +71,15 @@ RULE_FILES = frozenset({".gitignore", ".ignore"})
 #: as .git is never indexed. Its watch stands in _folders under a name no folder has.
 GIT_INFO = ".git/info"
 _GIT_INFO_KEY = "\0git-info"
+#: A file that changes again within HOT_SECONDS of being indexed (a log written to all the time)
+#: is hot: it is indexed again HOT_FIRST_WAIT seconds after its last indexing, the wait doubling
+#: while it stays hot, up to HOT_MAX_WAIT. Once it has been quiet for a quarter of its wait (at
+#: least SETTLE_SECONDS) it is indexed at once: its final text is searchable soon after the writing
+#: stops. A file edited now and then is indexed at once, as before.
+HOT_SECONDS = 2.0
+HOT_FIRST_WAIT = 0.5
+HOT_MAX_WAIT = 8.0
+SETTLE_SECONDS = 0.5
 #: poll() takes milliseconds as a C int: a longer wait (a scan interval of a year) returns early,
 #: with nothing, and the caller waits again.
 MAX_WAIT_SECONDS = 86_400.0
@@ -96,9 +107,61 @@ class Batch:
     paths: set[str] = field(default_factory=set)
     #: Why the whole source must be scanned again instead; None if ``paths`` says it all.
     rescan: str | None = None
+    #: Of ``paths``, those whose last event took them away (deleted, or renamed to another name).
+    gone: set[str] = field(default_factory=set)
 
     def need_rescan(self, why: str) -> None:
         self.rescan = self.rescan or why
+
+
+class Pacing:
+    """When to index again the files the watcher reports changed: at once, unless a file is hot
+    (see HOT_SECONDS); a hot file waits, and no change is lost: whatever it held last is indexed
+    when its wait ends. A file gone (Batch.gone) is for the caller to drop at once: that is cheap,
+    and a renamed file must not show under its old name. Times are time.monotonic() values."""
+
+    def __init__(self) -> None:
+        self._indexed: dict[str, tuple[float, float]] = {}  # path -> (when last indexed, its wait)
+        self._waiting: dict[str, float] = {}  # path -> when its last change was seen
+
+    def changed(self, paths: Iterable[str], now: float) -> set[str]:
+        """Of the files that changed, those to index now; the others wait (see due)."""
+        self._forget(now)
+        ready: set[str] = set()
+        for path in paths:
+            if path in self._waiting:
+                self._waiting[path] = now
+                continue
+            known = self._indexed.get(path)
+            if known is None or now - known[0] >= max(HOT_SECONDS, known[1]):
+                self._indexed[path] = (now, 0.0)
+                ready.add(path)
+            else:
+                self._indexed[path] = (known[0], min(max(2 * known[1], HOT_FIRST_WAIT), HOT_MAX_WAIT))
+                self._waiting[path] = now
+        return ready | self.due(now)
+
+    def due(self, now: float) -> set[str]:
+        """The waiting files whose wait has ended, taken as indexed now."""
+        ready = {path for path, changed in self._waiting.items() if self._time_of(path, changed) <= now}
+        for path in ready:
+            del self._waiting[path]
+            self._indexed[path] = (now, self._indexed[path][1])
+        return ready
+
+    def next_due(self) -> float | None:
+        """When the next waiting file is due; None if none waits."""
+        return min((self._time_of(path, changed) for path, changed in self._waiting.items()), default=None)
+
+    def _time_of(self, path: str, changed: float) -> float:
+        last, wait = self._indexed[path]
+        return min(last + wait, changed + max(SETTLE_SECONDS, wait / 4))
+
+    def _forget(self, now: float) -> None:
+        """Drop what is known of files indexed too long ago to be hot still (memory stays bounded)."""
+        horizon = now - max(HOT_SECONDS, HOT_MAX_WAIT)
+        for path in [path for path, (last, _) in self._indexed.items() if last < horizon and path not in self._waiting]:
+            del self._indexed[path]
 
 
 class _Inotify:
@@ -167,13 +230,13 @@ class SourceWatcher:
         if fd < 0:
             raise WatchUnavailable(_limit_problem(ctypes.get_errno()))
         self._fd = fd
-        self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         try:
+            self._wake_read, self._wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
             self._watch_tree("", Batch())
-        except WatchUnavailable:
+            self._watch_git_info()
+        except BaseException:  # no descriptor may outlive a start that failed
             self.close()
             raise
-        self._watch_git_info()
         self.state = WatchState(True, len(self._folders), None)
 
     def rewatch(self) -> None:
@@ -281,7 +344,7 @@ class SourceWatcher:
         if mask & IN_ISDIR:
             if mask & (IN_DELETE | IN_MOVED_FROM):
                 batch.need_rescan(f"folder {rel} was deleted or moved")
-            elif mask & (IN_CREATE | IN_MOVED_TO) and self.descend(rel):
+            elif mask & (IN_CREATE | IN_MOVED_TO) and self._descends(rel, batch):
                 if mask & IN_MOVED_TO:
                     batch.need_rescan(f"folder {rel} was moved in")
                 self._watch_tree(rel, batch)
@@ -289,6 +352,10 @@ class SourceWatcher:
         if name in RULE_FILES:
             batch.need_rescan(f"{rel} changed")
         batch.paths.add(rel)
+        if mask & (IN_DELETE | IN_MOVED_FROM):
+            batch.gone.add(rel)
+        else:
+            batch.gone.discard(rel)
 
     def _watch_tree(self, top: str, batch: Batch) -> None:
         """Watch ``top`` and the folders under it that descend() accepts; the files found in them
@@ -311,16 +378,26 @@ class SourceWatcher:
                 continue  # gone, or not a folder any more, or not readable: the rescan reports it
             self._folders[wd] = rel
             try:
-                with os.scandir(path) as entries:
+                with listed_in_source(self.root, rel) as entries:  # no link followed: not a folder outside
                     for entry in entries:
                         child = f"{rel}/{entry.name}" if rel else entry.name
                         if entry.is_dir(follow_symlinks=False):
-                            if self.descend(child):
+                            if self._descends(child, batch):
                                 stack.append(child)
                         elif top and entry.is_file(follow_symlinks=False):
                             batch.paths.add(child)
             except OSError:
                 continue
+
+    def _descends(self, rel: str, batch: Batch) -> bool:
+        """descend(rel); a folder that changes while it is looked at (a git checkout turning it into
+        a link and back) may make that fail: it is not watched now, and the batch asks for a rescan,
+        after which rewatch() looks at it again."""
+        try:
+            return self.descend(rel)
+        except OSError as exc:
+            batch.need_rescan(f"folder {rel} changed while it was being looked at ({exc})")
+            return False
 
     def _stop_watching(self, problem: str, batch: Batch) -> None:
         """A watch limit reached while watching: stop, and leave changes to the periodic rescan."""

@@ -1,7 +1,7 @@
-"""An MCP session through the installed ``docsearch`` command, as a client configured with it runs
+"""An MCP session through an installed console script (``docsearch-mcp`` or ``docsearch``), as a client configured with it runs
 it: stdio, then Streamable HTTP. Run by .ci/run after installing the wheel in a fresh venv.
 
-    python .ci/installed_session.py /path/to/venv/bin/docsearch
+    python .ci/installed_session.py /path/to/venv/bin/docsearch-mcp
 
 Checks what only an install shows: the console script starts, the loader processes import the
 modules from site-packages, the version is the package's, and the index goes to the user's data

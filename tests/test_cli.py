@@ -103,7 +103,7 @@ def test_names_and_text_from_files_cannot_drive_the_terminal(source: Path, tmp_p
 
 def test_version_is_the_one_the_server_sends() -> None:
     shown = run("--version")
-    assert shown.returncode == 0 and shown.stdout.strip() == f"docsearch {VERSION}"
+    assert shown.returncode == 0 and shown.stdout.strip() == f"docsearch-mcp {VERSION}"
 
 
 def test_a_query_that_starts_with_a_dash_is_the_query(source: Path, tmp_path: Path) -> None:

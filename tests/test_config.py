@@ -191,20 +191,20 @@ def test_run_from_a_clone_the_settings_and_index_stay_beside_the_modules(tmp_pat
 def test_installed_the_settings_and_index_are_in_the_users_xdg_folders(
     tmp_path: Path, environ: dict[str, str], config_home: str, data_home: str
 ) -> None:
-    site_packages = tmp_path / "site-packages"
-    site_packages.mkdir()
-    (site_packages / "pyproject.toml").write_text("")  # another wheel's stray file: still installed
+    package = tmp_path / "site-packages" / "docsearch_mcp"
+    package.mkdir(parents=True)
+    (package / "pyproject.toml").write_text("")  # a stray file: still installed
     home = {"HOME": str(Path.home())}
-    settings, index_dir = user_files({**home, **environ}, site_packages)
+    settings, index_dir = user_files({**home, **environ}, package)
     assert settings == Path(config_home).expanduser() / "docsearch" / "config.json"
     assert index_dir == Path(data_home).expanduser() / "docsearch" / "indexes"
 
 
 @pytest.mark.parametrize("home", [None, "", "relhome", "./x"])
 def test_a_home_that_is_missing_or_relative_is_not_followed_into_the_working_directory(tmp_path: Path, home: str | None) -> None:
-    site_packages = tmp_path / "site-packages"
-    site_packages.mkdir()
-    settings, index_dir = user_files({} if home is None else {"HOME": home}, site_packages)
+    package = tmp_path / "site-packages" / "docsearch_mcp"
+    package.mkdir(parents=True)
+    settings, index_dir = user_files({} if home is None else {"HOME": home}, package)
     passwd_home = Path(pwd.getpwuid(os.getuid()).pw_dir)
     assert (settings, index_dir) == (passwd_home / ".config/docsearch/config.json", passwd_home / ".local/share/docsearch/indexes")
 

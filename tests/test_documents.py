@@ -45,7 +45,8 @@ def test_control_bytes_past_the_binary_sniff_are_not_returned_raw(source: Path, 
 @pytest.mark.parametrize(
     ("arguments", "named"),
     [({"start_line": 0}, "start_line"), ({"start_line": 3, "end_line": 2}, "end_line"), ({"end_line": -1}, "end_line"),
-     ({"start_line": True}, "start_line"), ({"max_chars": 100_001}, "max_chars"), ({"heading": "A", "start_line": 1}, "heading")],
+     ({"start_line": True}, "start_line"), ({"max_chars": 100_001}, "max_chars"), ({"heading": "B"}, "heading"),
+     ({"start_char": -1}, "start_char"), ({"start_line": 3, "start_char": 4}, "start_char")],
 )
 def test_bad_ranges_name_the_argument(source: Path, config: ServerConfig, arguments: dict, named: str) -> None:
     write(source, "a.md", "# A\n\none\ntwo\nthree\n")

@@ -431,7 +431,9 @@ def test_a_linked_folder_is_not_read_for_rules_by_check_single_file(source: Path
     write(tmp_path, "outside/.gitignore", "*.md\n")
     write(tmp_path, "outside/n.md", "x")
     os.symlink(tmp_path / "outside", source / "linked")
-    assert check_single_file(source, "linked/n.md", every_file_filter(tmp_path)) is not None
+    with pytest.raises(FileSkipped) as caught:  # nothing is looked at through a link, rules or file
+        check_single_file(source, "linked/n.md", every_file_filter(tmp_path))
+    assert caught.value.reason == "vanished"
 
 
 def test_a_fifo_named_gitignore_does_not_hang(source: Path, tmp_path: Path) -> None:

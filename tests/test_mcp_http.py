@@ -23,7 +23,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from exceptions import ConfigError
-from http_server import REQUEST_HEAD_SECONDS, Gate, HttpSettings, http_settings, listening_socket, own_hosts, peer_uid, read_token
+from http_server import REQUEST_SECONDS, Gate, HttpSettings, http_settings, listening_socket, own_hosts, peer_uid, read_token
 from models import VERSION
 from tests.conftest import MAIN_PY, write
 from tests.test_mcp_stdio import call, wait_for
@@ -364,11 +364,11 @@ def test_without_a_token_other_users_of_the_machine_are_refused(source: Path, tm
 
 def test_a_connection_that_sends_no_whole_request_is_closed(source: Path, tmp_path: Path) -> None:
     def closed_in_time(connection: socket.socket) -> bool:
-        connection.settimeout(REQUEST_HEAD_SECONDS + 20)
+        connection.settimeout(REQUEST_SECONDS + 20)
         started = time.monotonic()
         while connection.recv(65536):  # the rest of a reply, then the end
             pass
-        return time.monotonic() - started < REQUEST_HEAD_SECONDS + 15
+        return time.monotonic() - started < REQUEST_SECONDS + 15
 
     with http_server(source, tmp_path) as url:
         host, port = url.split("/")[2].rsplit(":", 1)
@@ -392,7 +392,7 @@ def test_a_connection_that_sends_no_whole_request_is_closed(source: Path, tmp_pa
                     closed = True
                 if closed:
                     break
-            assert closed and time.monotonic() - answered < REQUEST_HEAD_SECONDS + 5
+            assert closed and time.monotonic() - answered < REQUEST_SECONDS + 5
 
 
 def test_http_flags_are_refused_on_stdio_and_an_empty_token_is_not_no_token(source: Path) -> None:
