@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from exceptions import ConfigError
-from file_utils import MAX_EXCLUDE_PATTERNS, MAX_PATTERN_CHARS, PatternError, compile_exclude_patterns
+from ignore_rules import MAX_EXCLUDE_PATTERNS, MAX_PATTERN_CHARS, PatternError, compile_exclude_patterns
 from models import ServerConfig
 
 PROJECT_DIR = Path(__file__).resolve().parent
@@ -301,7 +301,7 @@ def _extensions(value: _Value | None, key: str, default: tuple[str, ...]) -> tup
 def _patterns(value: _Value | None, default: tuple[str, ...]) -> tuple[str, ...]:
     """exclude_patterns: a list of .gitignore patterns (comma-separated in the environment and on the
     command line, where spaces around each are dropped and empty ones skipped). Each must be one
-    the walk can match: file_utils.compile_exclude_patterns says why not."""
+    the walk can match: ignore_rules.compile_exclude_patterns says why not."""
     key = "exclude_patterns"
     if value is None:
         return default

@@ -1,5 +1,6 @@
 """Text extraction for files that are not plain text: HTML, Jupyter notebooks, Office and e-book
-archives (docx, odt, pptx, epub) and PDF.
+archives (docx, odt, pptx, epub) and PDF. Markdown and reST headings, of plain files and notebook
+cells alike, are found by markup.py, this layer's one parser per markup.
 
 ``extract`` takes the bytes of one file and returns its title, its readable text in document order
 and its headings, each with the line of ``text`` it stands on. Files come from folders nobody
@@ -53,6 +54,7 @@ from html import unescape
 from typing import IO, NamedTuple
 from urllib.parse import unquote
 
+import markup
 from exceptions import FileSkipped
 from file_utils import decode_text
 
@@ -471,13 +473,9 @@ def _html(name: str, data: bytes, limit: int) -> Extracted:
 
 # ---- Jupyter notebooks --------------------------------------------------------------------------
 
-_ATX_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*))?$")
-_CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
-
 
 def _notebook(name: str, data: bytes, outputs: bool, limit: int) -> Extracted:
-    """Cells in order: markdown (its ATX headings are headings), code, raw; outputs' text if asked."""
+    """Cells in order: markdown (its headings are headings, see markup.py), code, raw; outputs' text if asked."""
     try:
         notebook = json.loads(data)
     except (ValueError, RecursionError) as exc:
@@ -543,21 +541,15 @@ def _output_text(output: object) -> str:
 
 
 def _add_markdown(out: _Lines, source: str) -> None:
-    """Add a markdown cell line by line; ATX headings outside fenced code blocks are headings."""
-    fence = ""
-    for line in _LINE_BREAK.split(source):
-        opening = _FENCE.match(line)
-        if fence:
-            if opening and opening.group(1)[0] == fence[0] and len(opening.group(1)) >= len(fence) and not opening.group(2).strip():
-                fence = ""
-        elif opening and not (opening.group(1)[0] == "`" and "`" in opening.group(2)):
-            fence = opening.group(1)
+    """Add a markdown cell line by line, its headings (markup.markdown_heading_lines) as headings."""
+    lines = _LINE_BREAK.split(source)
+    headings = markup.markdown_heading_lines(lines)
+    for number, line in enumerate(lines):
+        heading = headings.get(number)
+        if heading:
+            out.add_heading(*heading, line)
         else:
-            heading = _ATX_HEADING.match(line)
-            if heading and heading.group(2):
-                out.add_heading(len(heading.group(1)), _CLOSING_HASHES.sub("", heading.group(2)), line)
-                continue
-        out.add_text(line)
+            out.add_text(line)
 
 
 # ---- archives -------------------------------------------------------------------------------------

@@ -1,9 +1,8 @@
 """What changed on disk, and bringing the index up to date in bounded, crash-safe batches.
 
-FileScanner compares the walk with what the index remembers. TextIndexer has files read, decoded,
-split and compressed ahead of the writer (in loader processes when there are many, so that work
-runs beside SQLite's inserts instead of sharing one core through the GIL) and writes each batch
-of files in one transaction: a kill at any instant leaves every file either fully old or fully new.
+FileScanner compares the walk with what the index remembers. TextIndexer has the files that
+changed loaded ahead of the writer (loader.py) and writes each batch of files in one transaction:
+a kill at any instant leaves every file either fully old or fully new.
 """
 
 from __future__ import annotations
@@ -11,14 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import pickle
-import queue
-import re
-import signal
-import stat
 import sqlite3
-import subprocess
-import sys
+import stat
 import threading
 import time
 from collections import Counter
@@ -29,38 +22,20 @@ from pathlib import Path
 from typing import NamedTuple
 
 import database
-import formats
-from config import USABLE_CPUS
 from database import IndexWriter
-from exceptions import ArgumentError, Cancelled, DocSearchError, FileSkipped, IndexUnavailableError, SourceUnavailableError
+from exceptions import Cancelled, DocSearchError, FileSkipped, SourceUnavailableError
 from file_utils import (
     IGNORED_DIRECTORIES,
     FileFilter,
     check_single_file,
-    decode_text,
     has_surrogates,
     identity,
     ignored_by_rules,
-    read_regular_file,
     resolve_user_path,
     walk_source,
-    whitespace_twin,
 )
-from models import (
-    DiskFile,
-    DocumentReply,
-    OutlineEntry,
-    LoadedFile,
-    RefreshReply,
-    ScanProgress,
-    Section,
-    ServerConfig,
-    Signature,
-    StatusReply,
-    WatchingReply,
-)
-from search import said_key, visible_text
-from watcher import WatchState
+from loader import load_file, load_files, reading
+from models import DiskFile, LoadedFile, RefreshReply, ScanProgress, ServerConfig, Signature, WatchState
 
 logger = logging.getLogger(__name__)
 
@@ -72,23 +47,6 @@ RACY_WINDOW_NS = 2_000_000_000
 #: one segment at commit, so fewer commits mean fewer, larger segments and less merging.
 BATCH_FILES = 10_000
 BATCH_BYTES = 64 << 20
-#: Loading (read, hash, decode, split, compress) is Python code; on a single thread it would share
-#: one core with the writer. A scan with this many files to read loads them in LOADER_PROCESSES
-#: processes, a chunk of CHUNK_FILES files or CHUNK_BYTES at a time, while the writer inserts.
-PROCESS_LOADING_MIN_FILES = 200
-LOADER_PROCESSES = USABLE_CPUS
-CHUNK_FILES = 64
-CHUNK_BYTES = 1 << 20
-#: Loading runs at most this far ahead of the writer, so it goes on during a commit.
-READ_AHEAD_BYTES = 32 << 20
-#: Sections aim for TARGET_SECTION_CHARS, cut at a blank line, and never exceed MAX_SECTION_CHARS;
-#: a heading starts a new one once the current one has MIN_SECTION_CHARS.
-TARGET_SECTION_CHARS = 16000
-MIN_SECTION_CHARS = TARGET_SECTION_CHARS // 2
-MAX_SECTION_CHARS = 32000
-MAX_TITLE_CHARS = 200
-MARKDOWN_EXTENSIONS = (".md", ".markdown", ".mdx")
-RST_EXTENSIONS = (".rst", ".rest")
 #: Reasons that are too common to log one line per file (a summary line counts them).
 QUIET_REASONS = frozenset({"excluded_extension", "excluded_directory", "hidden", "ignored", "excluded_pattern"})
 #: Reasons that mean something went wrong while reading, counted as errors in status.
@@ -104,715 +62,6 @@ PROGRESS_EVERY_FILES = 64
 #: Bounds on what a reply or status carries about errors.
 MAX_ERROR_CHARS = 1000
 MAX_REPLY_ERRORS = 100
-
-# The section regexes run on the text between two added newlines (see split_sections). [^\S\n] is
-# the whitespace that str.strip() removes, less the newline.
-_HEADING_OR_FENCED_BLOCK = re.compile(
-    r"\n(?=[ #`~])"  # rejects most lines at once, faster than trying each branch on them
-    r" {0,3}(?:(#{1,6})[ \t]+([^\n]*)"  # an ATX heading
-    # a fenced block, to a fence of the same character at least as long; the lookahead makes the
-    # whole run open it (a possessive quantifier, which 3.10 lacks), so that a shorter fence cannot
-    # close it after backtracking
-    r"|(`{3,}(?!`)|~{3,}(?!~))[^\n]*\n(?:[^\n]*\n)*? {0,3}\3"
-    r"|(?:`{3}|~{3})[\s\S]*)"  # a fenced block that is never closed: to the end
-)
-_CLOSING_HASHES = re.compile(r"[ \t]+#+[ \t]*$")
-_SETEXT_UNDERLINE = re.compile(r"\n(?=[ =-]) {0,3}(=+|-+)[^\S\n]*(?=\n)")
-#: Lines a setext underline does not make a heading of: list items, quotes, ATX headings, fences,
-#: table rows, another underline.
-_NOT_PARAGRAPH = re.compile(r"(?:[-*+]|\d{1,9}[.)])(?:\s|$)|[>#|]|`{3}|~{3}|(?:=+|-+)$")
-_FRONT_MATTER = re.compile(
-    r"\n[^\S\n]*---[^\S\n]*(?=\n)"  # the opening line
-    r"(?:((?:\n[^\n]*){0,198}?)\n[^\S\n]*(?:---|\.\.\.)[^\S\n]*(?=\n)"  # the fields, up to a closing line
-    r"|((?:\n[^\n]*){0,199}))"  # or, never closed within 200 lines, the next 199 lines
-)
-#: A "title:" field, in any case; not re.IGNORECASE, which would also take "ı" and "İ" for "i".
-_TITLE_FIELD = re.compile(r"\n[^\S\n]*[Tt][Ii][Tt][Ll][Ee][^\S\n]*:([^\n]*)")
-_RST_UNDERLINE = re.compile(r"\n(([=\-`:'\"~^_*+#<>.])\2{2,})[^\S\n]*(?=\n)")
-_BLANK_LINE = re.compile(r"\n(?=[^\S\n]*\n)")
-_NOT_SPACE = re.compile(r"\S")
-_CARRIAGE_RETURN = re.compile(r"\r\n?")
-
-
-# ---- sections --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Content:
-    """A file as the index reads it: its text, title and headings, whatever its format.
-
-    A heading is (boundary, level, name); a boundary is the offset of the newline before the
-    heading's line in ``padded``, the text between two added newlines (see sections()): kept as
-    made while finding the headings, so that splitting does not copy a large text again."""
-
-    padded: str
-    title: str
-    headings: list[tuple[int, int, str]]
-    encoding: str = "utf-8"
-    fallback_decoded: bool = False
-
-    @property
-    def text(self) -> str:
-        return self.padded[1:-1]
-
-
-class Reading(NamedTuple):
-    """How files are read: the size limit, and whether notebook outputs are text too."""
-
-    max_bytes: int
-    notebook_outputs: bool = False
-
-
-def reading(config: ServerConfig) -> Reading:
-    return Reading(config.max_file_size_bytes, config.index_notebook_outputs)
-
-
-def file_content(rel: str, data: bytes, notebook_outputs: bool = False, most: int | None = None, max_text: int | None = None) -> Content:
-    """The Content of a file's bytes: a format formats.py extracts, else decoded text (Markdown and
-    reST headings found in it); the first ``most`` headings if given. Raises FileSkipped, as
-    too_large when an extracted text is longer than ``max_text`` characters."""
-    extracted = formats.extract(rel, data, notebook_outputs=notebook_outputs, max_text_chars=max_text)
-    if extracted is None:
-        text, encoding, fallback = decode_text(rel, data)
-        if "\r" in text:  # CR LF and old Mac CR-only line ends: lines end with \n alone here
-            text = _CARRIAGE_RETURN.sub("\n", text)
-        return text_content(text, rel, most, encoding, fallback)
-    padded = f"\n{extracted.text}\n"
-    headings = _boundaries(padded, extracted.headings[:most])
-    title = _title(padded, extracted.title or next((name for _, level, name in headings if level == 1), ""), bool(headings))
-    return Content(padded, title, headings, f"extracted:{rel.rsplit('.', 1)[-1].lower()}")
-
-
-def text_content(text: str, name: str, most: int | None = None, encoding: str = "utf-8", fallback: bool = False) -> Content:
-    """The Content of a text: headings for Markdown and reST (by ``name``), none for other files."""
-    padded = f"\n{text}\n"
-    headings, title = _headings(padded, name, most)
-    return Content(padded, _title(padded, title, bool(headings)), headings, encoding, fallback)
-
-
-def _boundaries(padded: str, headings: Sequence[formats.Heading]) -> list[tuple[int, int, str]]:
-    """Extracted headings (by line number) as (boundary, level, name)."""
-    found: list[tuple[int, int, str]] = []
-    line, at = 1, 0  # padded[0] is the newline before line 1
-    for heading in sorted(headings, key=lambda heading: heading.line):
-        if found and heading.line <= line:
-            continue  # one heading per line
-        while line < heading.line and at >= 0:
-            at = padded.find("\n", at + 1)
-            line += 1
-        if at < 0 or at >= len(padded) - 1:
-            break
-        found.append((at, heading.level, heading.name[:MAX_TITLE_CHARS]))
-    return found
-
-
-def split_sections(text: str, name: str) -> tuple[str, list[Section]]:
-    """Return (title, sections) of a text: at headings for Markdown and reST, else at blank lines; bounded."""
-    content = text_content(text, name)
-    return content.title, sections(content)
-
-
-def sections(content: Content) -> list[Section]:
-    """A file's FTS rows: at its headings, else at blank lines; bounded in size."""
-    # With a newline added before and after the text, every line sits between two newlines, and a
-    # line is named by the offset of the newline before it (its boundary): sizes are differences of
-    # boundaries, bodies are slices, and the regexes start with a newline, so the regex engine
-    # jumps from newline to newline. Python code runs per heading and per section, not per line.
-    padded, headings = content.padded, content.headings
-    pieces: list[tuple[int, str, str]] = []
-    max_chars = max(MAX_SECTION_CHARS, (len(padded) - 2) // (database.MAX_SECTIONS_PER_FILE // 2))
-    path: list[tuple[int, str]] = []
-    # A heading starts a new section once the current one holds MIN_SECTION_CHARS, or when its own
-    # block would push the current one past the target. Reference pages with a heading every few
-    # lines (one per parameter) would otherwise make an FTS row per few lines, and every row costs
-    # index time, index size and query time.
-    last = len(padded) - 1
-    ends = [at for at, _, _ in headings[1:]] + [last]
-    start, start_heading = 0, ""
-    for (at, level, heading), block_end in zip(headings, ends):
-        while path and path[-1][0] >= level:  # levels rise along the path: the closed ones are last
-            path.pop()
-        path.append((level, heading))
-        current = at - start
-        if current >= MIN_SECTION_CHARS or (current and block_end - start > TARGET_SECTION_CHARS):
-            pieces.extend(_bounded_pieces(padded, start, at, start_heading, max_chars))
-            start, start_heading = at, ""
-        if not start_heading:  # a new section, or a short preamble that goes with the first heading
-            start_heading = " > ".join(h for _, h in path)[:MAX_TITLE_CHARS]
-    pieces.extend(_bounded_pieces(padded, start, last, start_heading, max_chars))
-    return _numbered(padded, pieces)
-
-
-def _headings(padded: str, name: str, most: int | None = None) -> tuple[list[tuple[int, int, str]], str]:
-    """The headings of a Markdown or reST text (see _markdown_headings), none for other files, and
-    the title they give."""
-    lowered = name.lower()
-    if lowered.endswith(MARKDOWN_EXTENSIONS):
-        return _markdown_headings(padded, most)
-    if lowered.endswith(RST_EXTENSIONS):
-        return _rst_headings(padded, most)
-    return [], ""
-
-
-def _title(padded: str, title: str, has_headings: bool) -> str:
-    """The title of a file: its headings' (or front matter's), else its first line."""
-    if not title:
-        body = _front_matter(padded)[0]  # front matter without a title: the title is not its "---"
-        line = _first_text_line(padded, body)
-        title = line.strip().lstrip("#").strip()
-        if not title.strip("-=*_~+ \t") or (len(title) > 120 and not has_headings) or line.strip() == padded[body:].strip():
-            title = ""  # a long first line is prose; a line alone is the text itself, not its title
-    return title[:MAX_TITLE_CHARS]
-
-
-def _markdown_headings(padded: str, most: int | None = None) -> tuple[list[tuple[int, int, str]], str]:
-    """(boundary, level, heading) of each heading, ATX (``# X``) and setext (``X`` over ``===`` or
-    ``---``), outside fenced blocks and front matter, the first ``most`` if given; and the title."""
-    start, title = _front_matter(padded)
-    headings: list[tuple[int, int, str]] = []
-    fences: list[tuple[int, int]] = []
-    for match in _HEADING_OR_FENCED_BLOCK.finditer(padded, start):
-        hashes, rest = match.group(1, 2)
-        if not hashes:
-            fences.append(match.span())
-            continue
-        if len(headings) == most:
-            break
-        heading = rest.strip()
-        if heading.endswith("#"):  # may end with a closing sequence; the regex is only worth it then
-            heading = _CLOSING_HASHES.sub("", rest, count=1).strip()
-        headings.append((match.start(), len(hashes), heading))
-    setext = _setext_headings(padded, start, fences, most)
-    if setext:
-        headings = sorted(headings + setext)[:most]
-    if not title:
-        title = next((heading for _, level, heading in headings if level == 1), headings[0][2] if headings else "")
-    return headings, title
-
-
-def _setext_headings(padded: str, start: int, fences: list[tuple[int, int]], most: int | None) -> list[tuple[int, int, str]]:
-    """Headings underlined with ``===`` (level 1) or ``---`` (level 2): the underline follows a
-    line of paragraph text (not a list item, quote, ATX heading or indented code) outside fences."""
-    found: list[tuple[int, int, str]] = []
-    spans = iter(fences)
-    fence = next(spans, None)
-    for under in _SETEXT_UNDERLINE.finditer(padded, start):
-        at = under.start()
-        while fence is not None and fence[1] <= at:
-            fence = next(spans, None)
-        if fence is not None and fence[0] <= at:
-            continue
-        above = padded.rfind("\n", start, at)
-        if above < 0:
-            continue
-        line = padded[above + 1:at]
-        text = line.strip()
-        if not text or line.startswith("    ") or _NOT_PARAGRAPH.match(text) or (fence is not None and fence[0] <= above):
-            continue
-        found.append((above, 1 if under[1][0] == "=" else 2, text))
-        if len(found) == most:
-            break
-    return found
-
-
-def _front_matter(padded: str) -> tuple[int, str]:
-    """The boundary after YAML front matter (0 without any) and its title field."""
-    found = _FRONT_MATTER.match(padded)
-    if not found:
-        return 0, ""
-    closed = found[1] is not None
-    values = [value.strip() for value in _TITLE_FIELD.findall(padded, *found.span(1 if closed else 2))]
-    title = next((value.strip("'\"") for value in reversed(values) if value), "")
-    return (found.end() if closed else 0), title
-
-
-def _rst_headings(padded: str, most: int | None = None) -> tuple[list[tuple[int, int, str]], str]:
-    headings: list[tuple[int, int, str]] = []
-    styles: list[tuple[str, bool]] = []
-    for under in _RST_UNDERLINE.finditer(padded, 1):  # from line 2: an underline needs a line above
-        if len(headings) == most:
-            break
-        at = under.start()
-        above = padded.rfind("\n", 0, at)
-        text = padded[above + 1:at].strip()
-        if text and not _RST_UNDERLINE.match(padded, above) and len(under[1]) >= len(text):
-            over = padded.rfind("\n", 0, above)
-            overlined = above > 0 and padded[over + 1:above].rstrip() == under[1]
-            style = (under[2], overlined)
-            if style not in styles:
-                styles.append(style)
-            headings.append((over if overlined else above, styles.index(style) + 1, text))
-    title = headings[0][2] if headings else ""
-    return headings, title
-
-
-def _first_text_line(padded: str, start: int = 0) -> str:
-    found = _NOT_SPACE.search(padded, start)
-    if not found:
-        return ""
-    return padded[padded.rfind("\n", 0, found.start()) + 1:padded.find("\n", found.start())]
-
-
-def _bounded_pieces(padded: str, start: int, end: int, heading: str, max_chars: int) -> Iterator[tuple[int, str, str]]:
-    """Yield (offset, heading, body) near TARGET_SECTION_CHARS from the lines between boundaries start and end.
-
-    A chunk is cut before its first line that would take it past max_chars, or before a blank line
-    once it holds TARGET_SECTION_CHARS, whichever comes first; a line longer than max_chars is cut
-    into pieces of its own.
-    """
-    chunk = start
-    while True:
-        # The first line that would take the chunk past max_chars runs from boundary overflow to
-        # line_end; without one, overflow is end.
-        line_end = padded.find("\n", chunk + max_chars + 2, end + 1)
-        overflow = padded.rfind("\n", chunk, line_end) if line_end >= 0 else end
-        blank = _BLANK_LINE.search(padded, chunk + TARGET_SECTION_CHARS, overflow + 1)
-        cut = blank.start() if blank else overflow
-        yield from _piece_if_text(padded, chunk, cut, heading)
-        if cut == end:
-            return
-        chunk = cut
-        if not blank and line_end - overflow - 1 > max_chars:
-            for offset in range(overflow + 1, line_end, max_chars):
-                yield offset, heading, padded[offset:min(offset + max_chars, line_end)]
-            chunk = line_end
-
-
-def _piece_if_text(padded: str, start: int, end: int, heading: str) -> Iterator[tuple[int, str, str]]:
-    body = padded[start + 1:end]
-    if body.strip():
-        yield start + 1, heading, body
-
-
-def _numbered(padded: str, pieces: list[tuple[int, str, str]]) -> list[Section]:
-    """Sections from (offset, heading, body) in text order, counting each newline once."""
-    sections: list[Section] = []
-    line = counted = 0  # newlines in padded[:counted]: the line number there, as padded starts with one
-    for offset, heading, body in pieces:
-        line += padded.count("\n", counted, offset)
-        end_line = line + body.count("\n")
-        sections.append(Section(line, end_line, heading, body))
-        line, counted = end_line, offset + len(body)
-    return sections
-
-
-# ---- documents (get_document) ------------------------------------------------------------------
-
-#: get_document returns at most this many characters at once, and lists at most
-#: MAX_OUTLINE_HEADINGS headings of a file.
-MAX_DOCUMENT_CHARS = 100_000
-MAX_OUTLINE_HEADINGS = 1000
-#: An unknown heading's error lists at most this many of the file's headings.
-MAX_HEADINGS_LISTED = 40
-
-
-@dataclass(frozen=True)
-class Document:
-    """A file as the index reads it, from disk now."""
-
-    path: str
-    title: str
-    lines: list[str]
-    outline: list[OutlineEntry]
-    #: The file has more headings than the outline lists (MAX_OUTLINE_HEADINGS).
-    outline_truncated: bool
-    content_hash: str
-    mtime_ns: int
-
-
-def file_outline(content: Content, total_lines: int) -> tuple[list[OutlineEntry], bool]:
-    """The first MAX_OUTLINE_HEADINGS headings of a file (``content`` read with most=
-    MAX_OUTLINE_HEADINGS + 1), each named by its path as search results name sections ("Install >
-    Linux"), with the lines it spans (its subsections included); and whether it has more."""
-    padded, headings = content.padded, content.headings
-    more = len(headings) > MAX_OUTLINE_HEADINGS
-    entries: list[OutlineEntry] = []
-    path: list[tuple[int, str]] = []
-    open_entries: list[OutlineEntry] = []
-    line = counted = 0
-    for at, level, heading in headings[:MAX_OUTLINE_HEADINGS]:
-        line += padded.count("\n", counted, at + 1)  # the heading's line: newlines up to its boundary
-        counted = at + 1
-        while path and path[-1][0] >= level:
-            path.pop()
-        path.append((level, heading))
-        while open_entries and open_entries[-1]["level"] >= level:
-            open_entries.pop()["line_end"] = line - 1
-        name_shown = visible_text(" > ".join(h for _, h in path)[:MAX_TITLE_CHARS])
-        entry: OutlineEntry = {"heading": name_shown, "level": level, "line_start": line, "line_end": total_lines}
-        entries.append(entry)
-        open_entries.append(entry)
-    return entries, more
-
-
-def text_lines(text: str) -> list[str]:
-    """The lines of ``text`` as the index numbers them (from 1; only \\n ends a line)."""
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines
-
-
-def read_document(config: ServerConfig, user_path: str) -> Document:
-    """The file at ``user_path`` read from disk now, if the index would read it: the path rules of
-    refresh_index (UnsafePathError), then the walk's (ArgumentError naming why not)."""
-    root = config.source_directory
-    rel = resolve_user_path(root, user_path, config.index_output_directory)
-    try:
-        if check_single_file(root, rel, file_filter(config)) is None:
-            twin = whitespace_twin(root, rel)
-            hint = f"; did you mean {twin!r} (the path given has white space around a name)?" if twin else ""
-            raise ArgumentError("path", f"{rel}: no such file in the source directory{hint}")
-        raw = read_regular_file(root, rel, config.max_file_size_bytes)
-        content = file_content(rel, raw.data, config.index_notebook_outputs, MAX_OUTLINE_HEADINGS + 1, config.max_file_size_bytes)
-    except FileSkipped as skipped:
-        detail = f": {skipped.detail}" if skipped.detail else ""
-        raise ArgumentError("path", f"{rel} is not a file the index reads ({skipped.reason}{detail}); nothing was returned") from None
-    lines = text_lines(content.text)
-    outline, more = file_outline(content, len(lines))
-    return Document(rel, visible_text(content.title), lines, outline, more, raw.content_hash, raw.mtime_ns)
-
-
-class Part(NamedTuple):
-    """What get_document returns of a file: lines ``first`` to ``last`` (``text``, the first from
-    the character it was asked from), and where the rest starts when there is more: the line, and
-    the character within it when the cut is inside a line (else None)."""
-
-    first: int
-    last: int
-    text: str
-    next_line: int | None = None
-    next_char: int | None = None
-
-
-def document_part(
-    document: Document, heading: str | None, start_line: int | None, end_line: int | None, max_chars: int, start_char: int = 0
-) -> Part:
-    """The lines asked for (a heading's, a range, else from the top; with a heading, start_line and
-    end_line narrow its section, start_line also picking which of its occurrences), from character
-    ``start_char`` of the first, as many whole lines as fit in ``max_chars``; a line longer than
-    that is cut, and the rest of it is where the next part starts."""
-    total = len(document.lines)
-    for name, number in (("start_line", start_line), ("end_line", end_line)):
-        if number is not None and number < 1:
-            raise ArgumentError(name, f"lines are numbered from 1; got {number}")
-    if heading:
-        entry = _heading_named(document, heading, start_line)
-        first = entry["line_start"] if start_line is None else start_line
-        last = entry["line_end"] if end_line is None else min(end_line, entry["line_end"])
-    else:
-        first = 1 if start_line is None else start_line
-        last = total if end_line is None else min(end_line, total)
-        if first > max(total, 1):
-            raise ArgumentError("start_line", f"{document.path} has {total} lines; start_line {first} is past its end")
-    if end_line is not None and end_line < first:
-        raise ArgumentError("end_line", f"must not be before start_line ({first}); got {end_line}")
-    line = document.lines[first - 1] if total else ""
-    if start_char > len(line):
-        raise ArgumentError("start_char", f"line {first} of {document.path} has {len(line)} characters; start_char {start_char} is past its end")
-    if total == 0:
-        return Part(0, 0, "")
-    if len(line) - start_char > max_chars:  # one line longer than max_chars (minified text): cut inside it
-        return Part(first, first, line[start_char:start_char + max_chars], first, start_char + max_chars)
-    taken = [line[start_char:]]
-    used = len(taken[0])
-    for number in range(first + 1, last + 1):
-        line = document.lines[number - 1]
-        used += 1 + len(line)
-        if used > max_chars:
-            return Part(first, number - 1, "\n".join(taken), number)
-        taken.append(line)
-    return Part(first, last, "\n".join(taken))
-
-
-def document_reply(
-    config: ServerConfig, user_path: str, heading: str | None = None, start_line: int | None = None, end_line: int | None = None,
-    max_chars: int = 20_000, refresh: Callable[[list[str]], bool] | None = None, start_char: int = 0,
-) -> DocumentReply:
-    """get_document: a file read from disk now (see read_document and document_part), with its
-    outline. If it differs from what the index holds, ``refresh([path])`` is asked to index it
-    again (see TextIndexer.refresh_if_free); without one, or if it fails, the reply says stale.
-    When ``truncated``, the same call from ``next_start_line`` (and ``next_start_char``) goes on."""
-    for name, value in (("start_line", start_line), ("end_line", end_line)):
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-            raise ArgumentError(name, f"must be a whole number, got {value!r}")
-    if not isinstance(start_char, int) or isinstance(start_char, bool) or start_char < 0:
-        raise ArgumentError("start_char", f"must be a whole number from 0 (the line's first character), got {start_char!r}")
-    if not isinstance(max_chars, int) or isinstance(max_chars, bool) or not 1 <= max_chars <= MAX_DOCUMENT_CHARS:
-        raise ArgumentError("max_chars", f"must be a whole number from 1 to {MAX_DOCUMENT_CHARS:,}, got {max_chars!r}")
-    if heading is not None and not isinstance(heading, str):
-        raise ArgumentError("heading", f"must be a string, got {heading!r}")
-    document = read_document(config, user_path)
-    part = document_part(document, heading, start_line, end_line, max_chars, start_char)
-    changed = _indexed_hash(config.db_path, document.path) != document.content_hash
-    stale = changed and not (refresh is not None and refresh([document.path]))
-    return {
-        "path": document.path, "title": document.title, "text": visible_text(part.text), "line_start": part.first,
-        "line_end": part.last, "total_lines": len(document.lines), "truncated": part.next_line is not None,
-        "next_start_line": part.next_line, "next_start_char": part.next_char,
-        "outline": document.outline, "outline_truncated": document.outline_truncated,
-        "changed_since_indexed": changed, "stale": stale,
-        "last_modified": datetime.fromtimestamp(document.mtime_ns / 1e9, tz=timezone.utc).isoformat(timespec="seconds"),
-    }
-
-
-def _indexed_hash(db_path: Path, rel: str) -> str | None:
-    """The content hash the index holds for the file ``rel``; None if it holds none (or there is no index yet)."""
-    try:
-        stored = database.stored_file(database.reader(db_path), rel)
-    except IndexUnavailableError:
-        return None
-    return stored.content_hash if stored else None
-
-
-def _heading_named(document: Document, heading: str, line: int | None = None) -> OutlineEntry:
-    """The outline entry named ``heading`` (see _headings_named); of several, the one holding
-    ``line``, or the N-th for a name ending in "#N" that no heading has. ArgumentError otherwise,
-    listing the headings, or each occurrence with its lines."""
-    wanted = visible_text(heading).strip()
-    found, base, nth = _headings_named(document, visible_text(heading)), wanted, None
-    occurrence = _OCCURRENCE.fullmatch(wanted)
-    if not found and occurrence:
-        base, nth = occurrence[1].strip(), int(occurrence[2])
-        found = _headings_named(document, base)
-    if not found:
-        names = [entry["heading"] for entry in document.outline]
-        if not names:
-            raise ArgumentError("heading", f"{document.path} has no headings; ask for start_line/end_line instead")
-        listed = "; ".join(names[:MAX_HEADINGS_LISTED]) + (f"; ... ({len(names)} listed)" if len(names) > MAX_HEADINGS_LISTED else "")
-        beyond = f" (only its first {MAX_OUTLINE_HEADINGS} headings are looked up)" if document.outline_truncated else ""
-        raise ArgumentError("heading", f"{wanted[:200]!r} is not a heading of {document.path}{beyond}; its headings: {listed}")
-    chosen = found
-    if nth is not None:
-        if not 1 <= nth <= len(found):
-            raise ArgumentError("heading", f"{document.path} has {len(found)} headings named {base[:200]!r}, not {nth}: {_occurrences(base, found)}")
-        chosen = [found[nth - 1]]
-    if line is not None:
-        holding = [entry for entry in chosen if entry["line_start"] <= line <= entry["line_end"]]
-        if not holding:
-            raise ArgumentError("start_line", f"start_line {line} is in no section named {wanted[:200]!r}: {_occurrences(base, found)}")
-        return holding[-1]  # of nested ones holding the line, the innermost
-    if len(chosen) > 1:
-        raise ArgumentError(
-            "heading", f"{len(found)} headings of {document.path} are named {base[:200]!r}: {_occurrences(base, found)};"
-            " name one with its '#N', or give start_line (any line of it)"
-        )
-    return chosen[0]
-
-
-#: A heading asked for as "Examples#2": the second of the headings named "Examples".
-_OCCURRENCE = re.compile(r"(.+)#([0-9]{1,6})")
-
-
-def _headings_named(document: Document, wanted: str) -> list[OutlineEntry]:
-    """The outline entries named ``wanted``: by their path as given, else ignoring case and the
-    spaces around each ' > ', else those whose own name is that (any case)."""
-    def loose(name: str) -> str:
-        return " > ".join(part.strip() for part in name.split(">")).casefold()
-
-    for key in (lambda name: name, lambda name: name.strip(), loose):
-        found = [entry for entry in document.outline if key(entry["heading"]) == key(wanted)]
-        if found:
-            return found
-    return [entry for entry in document.outline if entry["heading"].rsplit(" > ", 1)[-1].casefold() == wanted.strip().casefold()]
-
-
-def _occurrences(base: str, entries: list[OutlineEntry]) -> str:
-    """Each of ``entries`` (headings of one name) with its lines and the name that asks for it."""
-    listed = [
-        f"{entry['heading'][:200]} at lines {entry['line_start']}-{entry['line_end']} ({base[:200]}#{number})"
-        for number, entry in enumerate(entries[:MAX_HEADINGS_LISTED], 1)
-    ]
-    return "; ".join(listed) + (f"; ... ({len(entries)} in all)" if len(entries) > MAX_HEADINGS_LISTED else "")
-
-
-# ---- reading ---------------------------------------------------------------------------------
-
-
-def load_file(root: Path, rel: str, how: Reading) -> LoadedFile:
-    """Read, extract or decode, and split one file; raise FileSkipped when it cannot or must not be indexed."""
-    raw = read_regular_file(root, rel, how.max_bytes)
-    content = file_content(rel, raw.data, how.notebook_outputs, max_text=how.max_bytes)
-    rows = sections(content)
-    return LoadedFile(
-        path=rel, mtime_ns=raw.mtime_ns, size=raw.size, inode=raw.inode, ctime_ns=raw.ctime_ns, content_hash=raw.content_hash,
-        read_at_ns=raw.read_at_ns, encoding=content.encoding, fallback_decoded=content.fallback_decoded, title=content.title,
-        sections=rows, compressed_bodies=[database.compress(section.body) for section in rows],
-        said_keys=[said_key(section.body) for section in rows],
-    )
-
-
-def load_or_skip(root: Path, rel: str, how: Reading) -> LoadedFile | FileSkipped:
-    try:
-        return load_file(root, rel, how)
-    except FileSkipped as skipped:
-        return skipped
-    except Exception as exc:  # noqa: BLE001 - a file the code did not foresee must not stop the scan
-        logger.exception("reading %r failed", rel)
-        return FileSkipped(rel, "unreadable", f"reading it failed: {type(exc).__name__}: {str(exc)[:200]}")
-
-
-def load_chunk(root: Path, paths: list[str], how: Reading) -> list[LoadedFile | FileSkipped]:
-    """What a loader process runs: a chunk of files at a time, to keep the cost per task small."""
-    return [load_or_skip(root, rel, how) for rel in paths]
-
-
-def run_loader() -> None:
-    """A loader process's main: read (root, chunks, reading) from stdin, then write each chunk's
-    results to stdout, pickled, in order. A full pipe pauses it; a closed one (the writer's process
-    is gone) ends it."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the writer's process to handle
-    root, chunks, how = pickle.load(sys.stdin.buffer)
-    out = sys.stdout.buffer
-    try:
-        for paths in chunks:
-            pickle.dump(load_chunk(Path(root), paths, Reading(*how)), out, pickle.HIGHEST_PROTOCOL)
-            out.flush()
-    except BrokenPipeError:
-        os._exit(0)
-
-
-def _chunks(files: list[DiskFile]) -> list[tuple[list[str], int]]:
-    """(paths, bytes) of consecutive files: at most CHUNK_FILES files, and CHUNK_BYTES unless one file
-    is larger on its own."""
-    chunks: list[tuple[list[str], int]] = []
-    paths: list[str] = []
-    size = 0
-    for disk in files:
-        if paths and (len(paths) >= CHUNK_FILES or size + disk.size > CHUNK_BYTES):
-            chunks.append((paths, size))
-            paths, size = [], 0
-        paths.append(disk.path)
-        size += disk.size
-    if paths:
-        chunks.append((paths, size))
-    return chunks
-
-
-class _ReadAhead:
-    """How far loader processes may run ahead of the writer: READ_AHEAD_BYTES of files, except that
-    the chunk the writer needs next is always let through (so nobody waits on a later chunk)."""
-
-    def __init__(self) -> None:
-        self.changed = threading.Condition()
-        self.used = 0
-        self.next_chunk = 0
-        self.stopping = False
-
-    def take(self, chunk: int, size: int) -> bool:
-        """Wait until chunk ``chunk`` may be held in memory; False if loading is being stopped."""
-        with self.changed:
-            while not self.stopping and chunk != self.next_chunk and self.used + size > READ_AHEAD_BYTES:
-                self.changed.wait()
-            self.used += size
-            return not self.stopping
-
-    def consumed(self, size: int) -> None:
-        with self.changed:
-            self.used -= size
-            self.next_chunk += 1
-            self.changed.notify_all()
-
-    def stop(self) -> None:
-        with self.changed:
-            self.stopping = True
-            self.changed.notify_all()
-
-
-class _LoaderResults(pickle.Unpickler):
-    """Unpickles what a loader process sends, which can only be these classes: nothing in a
-    loader's output can make the writer's process construct anything else."""
-
-    ALLOWED = {
-        ("models", "LoadedFile"), ("models", "Section"), ("exceptions", "FileSkipped"),
-    }
-
-    def find_class(self, module: str, name: str) -> type:
-        if (module, name) not in self.ALLOWED:
-            raise pickle.UnpicklingError(f"a loader process sent {module}.{name}, which it never sends")
-        return super().find_class(module, name)
-
-
-#: How a loader process starts: isolated mode (-I: no current directory, script directory,
-#: PYTHONPATH or user site-packages on sys.path, no PYTHON* variables), from "/", importing this
-#: install's modules by their absolute folder. Nothing in the folder the server was started in
-#: (an untrusted project, often) can be imported in its place.
-LOADER_COMMAND = [
-    sys.executable, "-I", "-c",
-    f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); import indexer; indexer.run_loader()",
-]
-
-
-class _LoaderProcess:
-    """One loader process and the thread that feeds it its chunks and queues what it sends back."""
-
-    def __init__(self, root: Path, chunks: list[tuple[int, list[str], int]], how: Reading, read_ahead: _ReadAhead) -> None:
-        self.process = subprocess.Popen(LOADER_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd="/")
-        self.results: queue.SimpleQueue[list[LoadedFile | FileSkipped] | None] = queue.SimpleQueue()
-        self.thread = threading.Thread(
-            target=self._exchange, args=(root, chunks, how, read_ahead), name="loader-pipe", daemon=True
-        )
-        self.thread.start()
-
-    def _exchange(self, root: Path, chunks: list[tuple[int, list[str], int]], how: Reading, read_ahead: _ReadAhead) -> None:
-        stdin, stdout = self.process.stdin, self.process.stdout
-        assert stdin is not None and stdout is not None
-        try:
-            with stdin:
-                pickle.dump((str(root), [paths for _, paths, _ in chunks], tuple(how)), stdin, pickle.HIGHEST_PROTOCOL)
-            for number, _, size in chunks:
-                if not read_ahead.take(number, size):
-                    return
-                # One unpickler per message, as pickle.load does: each dump numbers its memo from 0.
-                self.results.put(_LoaderResults(stdout).load())
-        except Exception as exc:  # noqa: BLE001 - a pipe, a pickle or anything else: the writer must not wait for ever
-            if not read_ahead.stopping:
-                logger.warning("a loader process stopped (%s); loading the rest in the writer's process", exc or "died")
-            self.results.put(None)
-
-    def next_result(self) -> list[LoadedFile | FileSkipped] | None:
-        """The next chunk's files, or None if the process died."""
-        return self.results.get()
-
-    def stop(self) -> None:
-        self.process.kill()
-        self.process.wait()
-        self.thread.join()
-        if self.process.stdout:
-            self.process.stdout.close()
-
-
-def _load_in_processes(root: Path, files: list[DiskFile], how: Reading) -> Iterator[LoadedFile | FileSkipped]:
-    """Load files in LOADER_PROCESSES processes, yielding results in the order of ``files``. Chunk k
-    goes to process k mod N, so order needs no sorting. If a process cannot start or dies (killed
-    for memory, say), the remaining files are loaded here."""
-    chunks = _chunks(files)
-    read_ahead = _ReadAhead()
-    loaders: list[_LoaderProcess] = []
-
-    def stop_loaders() -> None:
-        read_ahead.stop()
-        while loaders:
-            loaders.pop().stop()
-
-    count = min(LOADER_PROCESSES, len(chunks))
-    try:
-        for k in range(count):
-            share = [(number, paths, size) for number, (paths, size) in enumerate(chunks) if number % count == k]
-            loaders.append(_LoaderProcess(root, share, how, read_ahead))
-    except OSError as exc:
-        logger.warning("cannot start loader processes (%s); loading files in the writer's process", exc)
-        stop_loaders()
-    try:
-        for number, (paths, size) in enumerate(chunks):
-            result = loaders[number % count].next_result() if loaders else None
-            if result is None:
-                stop_loaders()
-                result = load_chunk(root, paths, how)
-            yield from result
-            read_ahead.consumed(size)
-    finally:
-        stop_loaders()
 
 
 # ---- change detection ------------------------------------------------------------------------
@@ -1104,27 +353,63 @@ class TextIndexer:
         return {"success": False, "files_processed": self.progress.files_done, "files_removed": 0, "errors": [problem[:MAX_ERROR_CHARS]]}
 
     def _scan(self, on_progress: Callable[[ScanProgress], None] | None) -> RefreshReply:
+        self._start_progress()
+        stored = self._stored_state()
+        walked = self._walk(stored)
+        self._announce(walked.changes, on_progress)
+        changes = walked.changes
+        removed = self._remove(changes.to_remove, on_progress)
+        outcome = self._index_files(changes.to_read + changes.to_verify, on_progress)
+        skipped = changes.skipped + outcome.skipped
+        problems = [(path, reason, detail) for path, reason, detail in skipped if reason in ERROR_REASONS]
+        new_problems = sum(1 for path, reason, _ in problems if (path, reason) not in stored.known_problems)
+        self._record_scan(walked, skipped, problems, new_problems)
+        removed += outcome.vanished
+        self._compact(bool(outcome.written or removed))
+        changed = outcome.written or removed or outcome.skipped
+        logger.log(
+            logging.INFO if changed else logging.DEBUG,
+            "scan done: %d files read, %d removed, %d unchanged verified, skipped %s, %.1fs",
+            outcome.written, removed, outcome.verified, self.progress.skipped or "none", time.time() - (self.progress.started_at or 0),
+        )
+        errors = [f"{path}: {reason}{': ' + detail if detail else ''}"[:MAX_ERROR_CHARS] for path, reason, detail in problems]
+        return {"success": True, "files_processed": outcome.written, "files_removed": removed, "errors": errors[:MAX_REPLY_ERRORS]}
+
+    def _start_progress(self) -> None:
         progress = self.progress
         progress.state, progress.phase = "indexing", "walking"
         progress.files_done = progress.files_total = 0
         progress.started_at = time.time()
         self._record_progress()
-        root = self.config.source_directory
+
+    def _stored_state(self) -> _Stored:
+        """What the index remembers of the files, read in one go before the walk."""
         with self.writer.lock:
             signatures = self.writer.file_signatures()
             meta = self.writer.meta()
             known_problems = {(path, reason) for path, reason, _ in self.writer.skipped_entries(ERROR_REASONS)}
             remembered = self.writer.remembered_skips()
         recorded: dict[str, str] = json.loads(meta.get("mounts") or "{}")
+        return _Stored(signatures, recorded, known_problems, remembered)
+
+    def _walk(self, stored: _Stored) -> _Walked:
+        """Walk the source and compare it with what the index remembers; raises SourceUnavailableError
+        if the source or a mount point in it was swapped or unmounted while it was walked."""
+        root, recorded = self.config.source_directory, stored.recorded_mounts
         self._expected = {"": identity(os.stat(root))}
-        changes = self.scanner.changes(signatures, recorded)
+        changes = self.scanner.changes(stored.signatures, recorded)
         signature_of = {disk.path: _skip_signature(disk) for disk in changes.to_read}
-        changes.to_read, still_skipped = _unless_skipped_as_they_are(changes.to_read, remembered)
+        changes.to_read, still_skipped = _unless_skipped_as_they_are(changes.to_read, stored.remembered_skips)
         changes.skipped += still_skipped
         self._expected.update(changes.mounts)
         self._check_source()  # a source swapped or unmounted while it was walked
         unavailable = {path for path, reason, _ in changes.skipped if reason == "unavailable"}
         mounts = {**changes.mounts, **{folder: recorded[folder] for folder in unavailable}, "": self._expected[""]}
+        return _Walked(changes, mounts, signature_of)
+
+    def _announce(self, changes: Changes, on_progress: Callable[[ScanProgress], None] | None) -> None:
+        """Log what the walk skipped, and start the indexing phase with the number of files to do."""
+        progress = self.progress
         for path, reason, detail in changes.skipped:
             self._log_skip(path, reason, detail)
         progress.skipped = dict(Counter(reason for _, reason, _ in changes.skipped))
@@ -1133,11 +418,13 @@ class TextIndexer:
         self._record_progress()
         if on_progress:
             on_progress(progress)
-        removed = self._remove(changes.to_remove, on_progress)
-        outcome = self._index_files(changes.to_read + changes.to_verify, on_progress)
-        skipped = changes.skipped + outcome.skipped
-        problems = [(path, reason, detail) for path, reason, detail in skipped if reason in ERROR_REASONS]
-        new_problems = sum(1 for path, reason, _ in problems if (path, reason) not in known_problems)
+
+    def _record_scan(
+        self, walked: _Walked, skipped: list[tuple[str, str, str]], problems: list[tuple[str, str, str]], new_problems: int
+    ) -> None:
+        """Keep what the scan found (skipped files, mount points, errors) in the index, for status in
+        any process, and finish this process's progress."""
+        signature_of = walked.skip_signatures
         with self.writer.transaction():
             self.writer.replace_skipped(
                 (path, reason, detail, signature_of.get(path) if reason in REMEMBERED_REASONS else None)
@@ -1145,7 +432,7 @@ class TextIndexer:
             )
             self.last_error = _describe_problems(problems)
             self.writer.set_meta_values({
-                "last_scan": _now(), "mounts": json.dumps(mounts),
+                "last_scan": _now(), "mounts": json.dumps(walked.mounts),
                 "skipped_counts": json.dumps(dict(Counter(reason for _, reason, _ in skipped))),
                 "settings": json.dumps(self.config.index_settings), "last_error_of": "files",
                 **({"watching": self._watching_record()} if self.watching is not None else {}),
@@ -1153,28 +440,23 @@ class TextIndexer:
             })
         self._write_succeeded()
         self.errors_encountered += new_problems
-        progress.skipped = dict(Counter(reason for _, reason, _ in skipped))
-        progress.phase = "done"
+        self.progress.skipped = dict(Counter(reason for _, reason, _ in skipped))
+        self.progress.phase = "done"
         self._record_progress()
-        removed += outcome.vanished
-        changed = outcome.written or removed or outcome.skipped
+
+    def _compact(self, wrote: bool) -> None:
+        """After a scan that wrote (or a WAL past its limit): give free pages back and fold the WAL
+        into the index. Everything is committed by then: a failure here (a full disk) is logged."""
         try:
-            if outcome.written or removed:
+            if wrote:
                 self.writer.release_free_pages()
-            if outcome.written or removed or self.writer.wal_bytes() > database.WAL_SIZE_LIMIT:
+            if wrote or self.writer.wal_bytes() > database.WAL_SIZE_LIMIT:
                 self.writer.truncate_wal()
         except sqlite3.Error as exc:  # all is committed: the scan did its work (the WAL may fill a full disk)
             if database.is_corruption(exc):
                 raise
             logger.warning("the index %s is up to date, but its WAL could not be folded into it (%s); the next scan"
                            " that writes tries again", self.writer.db_path, exc)
-        logger.log(
-            logging.INFO if changed else logging.DEBUG,
-            "scan done: %d files read, %d removed, %d unchanged verified, skipped %s, %.1fs",
-            outcome.written, removed, outcome.verified, progress.skipped or "none", time.time() - (progress.started_at or 0),
-        )
-        errors = [f"{path}: {reason}{': ' + detail if detail else ''}"[:MAX_ERROR_CHARS] for path, reason, detail in problems]
-        return {"success": True, "files_processed": outcome.written, "files_removed": removed, "errors": errors[:MAX_REPLY_ERRORS]}
 
     def _check_source(self) -> None:
         """Raise SourceUnavailableError if the source, or a mount point in it, is no longer the
@@ -1220,7 +502,7 @@ class TextIndexer:
 
     def _index_files(self, files: list[DiskFile], on_progress: Callable[[ScanProgress], None] | None) -> _Outcome:
         outcome = _Outcome()
-        loaded = self._load_ahead(files)
+        loaded = load_files(self.config.source_directory, files, reading(self.config))
         try:
             for first in loaded:
                 self._write_batch(first, loaded, outcome)
@@ -1231,13 +513,6 @@ class TextIndexer:
         finally:
             loaded.close()  # stops the loader processes at once when the scan ends early
         return outcome
-
-    def _load_ahead(self, files: list[DiskFile]) -> Iterator[LoadedFile | FileSkipped]:
-        """Load files in order: inline for a few, else in loader processes (see LOADER_PROCESSES)."""
-        root, how = self.config.source_directory, reading(self.config)
-        if len(files) < PROCESS_LOADING_MIN_FILES or LOADER_PROCESSES < 2:
-            return (load_or_skip(root, disk.path, how) for disk in files)
-        return _load_in_processes(root, files, how)
 
     def _write_batch(
         self, first: LoadedFile | FileSkipped, rest: Iterator[LoadedFile | FileSkipped], outcome: _Outcome
@@ -1419,6 +694,26 @@ def _unless_skipped_as_they_are(
     return to_read, standing
 
 
+class _Stored(NamedTuple):
+    """What the index remembers at the start of a scan."""
+
+    signatures: Mapping[Signature, int]
+    #: The identities of the source ("") and its mount points, as the last scan found them.
+    recorded_mounts: dict[str, str]
+    #: (path, reason) of the files the index holds as unreadable or unavailable.
+    known_problems: set[tuple[str, str]]
+    remembered_skips: dict[str, tuple[str, str, str]]
+
+
+class _Walked(NamedTuple):
+    """What a scan's walk found: the changes, the mount points to record, and the skip signature
+    (see _skip_signature) of each file to read."""
+
+    changes: Changes
+    mounts: dict[str, str]
+    skip_signatures: dict[str, str | None]
+
+
 @dataclass
 class _Outcome:
     written: int = 0
@@ -1458,83 +753,3 @@ def _describe_problems(problems: Sequence[tuple[str, str, str]]) -> str | None:
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
     return f"{path}: {reason}{': ' + detail if detail else ''}{more}; what the index held for it is kept"
 
-
-def read_status(
-    config: ServerConfig, indexer: TextIndexer | None, startup_error: str | None = None, watching: WatchState | None = None
-) -> StatusReply:
-    """Status as the index and its writer record it (any process reads the same), with this
-    process's own scan progress when it is the one scanning, and its own problems (an index it
-    cannot open); ``watching``: this process's watcher, else what a server recorded."""
-    db_path = config.db_path
-    counts: dict = {"indexed_files": 0, "total_documents": 0, "fallback_decoded_files": 0, "meta": {}}
-    problem = startup_error
-    try:
-        counts = database.index_counts(database.reader(db_path))
-    except (IndexUnavailableError, sqlite3.Error) as exc:
-        database.drop_reader(db_path)
-        problem = problem or str(exc)
-        if indexer is not None:
-            indexer.damage_suspected = True
-    meta = counts["meta"]
-    lock = indexer.writer.write_lock if indexer else database.WriterLock(database.lock_path(db_path))
-    writer = lock.holder()
-    own = indexer.progress if indexer else None
-    failed = lock.last_record() if indexer is None and writer is None else None
-    if failed is not None and failed.phase != "failed":
-        failed = None
-    detail = indexer.write_failure if indexer else failed.problem if failed else None
-    failure = write_problem(db_path, detail) if detail is not None else None
-    skipped = json.loads(meta.get("skipped_counts") or "{}")
-    if own is not None and own.state == "indexing":
-        state, phase, done, total, skipped = "indexing", own.phase, own.files_done, own.files_total, own.skipped
-    elif writer is not None and writer.phase in ("walking", "indexing"):  # another process is scanning now
-        state, phase, done, total = "indexing", writer.phase, writer.files_done, writer.files_total
-    elif (indexer is None and startup_error) or failure:
-        state, phase, done, total = "error", "", 0, 0
-    elif own.finished_at if own is not None else meta.get("last_scan"):  # a daemon waits for its own first scan
-        state, phase, done, total = "idle", "done", 0, 0
-    else:
-        state, phase, done, total = "starting", "", 0, 0
-    if state == "idle" and own is not None:
-        done, total = own.files_done, own.files_total
-    unsaved = indexer.unsaved_errors if indexer else 0
-    if problem or failure:
-        last_error: str | None = problem or failure
-    elif unsaved:
-        last_error = indexer.last_error if indexer else None
-    else:
-        last_error = meta.get("last_error") or None
-    saved = max(int(meta.get("errors_encountered") or 0), indexer.saved_errors if indexer else failed.errors if failed else 0)
-    size = sum(p.stat().st_size for p in (db_path, Path(f"{db_path}-wal")) if p.exists())
-    return {
-        "source_directory": str(config.source_directory),
-        "index_path": str(db_path),
-        "state": state,
-        "progress": {"phase": phase, "files_done": done, "files_total": total},
-        "indexed_files": counts["indexed_files"],
-        "total_documents": counts["total_documents"],
-        "index_size_mb": round(size / (1024 * 1024), 3),
-        "last_scan": meta.get("last_scan"),
-        "errors_encountered": saved + unsaved + (1 if startup_error else 0),
-        "last_error": last_error,
-        "skipped_files": skipped,
-        "fallback_decoded_files": counts["fallback_decoded_files"],
-        "writer_pid": writer.pid if writer is not None else None,
-        "watching": _watching_reply(watching, meta.get("watching")),
-    }
-
-
-def _watching_reply(own: WatchState | None, recorded: str | None) -> WatchingReply:
-    """This process's watching state; else the one a server recorded, if that server still runs."""
-    if own is not None:
-        return {"active": own.active, "folders": own.folders, "problem": own.problem}
-    try:
-        record = json.loads(recorded or "{}")
-        pid = int(record.get("pid") or 0)
-        if pid > 0:
-            os.kill(pid, 0)
-            return {"active": bool(record.get("active")), "folders": int(record.get("folders") or 0),
-                    "problem": str(record["problem"]) if record.get("problem") else None}
-    except (ValueError, TypeError, AttributeError, ProcessLookupError, PermissionError):
-        pass
-    return {"active": False, "folders": 0, "problem": "no server is running on this index: changes are indexed when one starts"}

@@ -6,6 +6,7 @@ Installed, the command is `docsearch`; from a clone, `python main.py`: the same 
     python main.py serve --transport http --source DIR [--host H] [--port P]
     python main.py index   --source DIR      bring the index up to date once, then exit
     python main.py search "QUERY" --source DIR [--limit N] [--json]
+    python main.py get PATH --source DIR [--heading H] [--lines A:B] [--max-chars N]
     python main.py status  --source DIR [--json]
 
 The MCP SDK is imported only by ``serve``, so the other subcommands start fast.
@@ -13,6 +14,7 @@ The MCP SDK is imported only by ``serve``, so the other subcommands start fast.
 
 
 import argparse
+import difflib
 import json
 import logging
 import os
@@ -30,19 +32,23 @@ from typing import Annotated, Any, TypeVar, cast
 import database
 from config import CONFIG_ENV_VAR, ENV_VARS, FLAGS, load_config
 from database import IndexWriter
-from exceptions import Cancelled, ConfigError, DocSearchError, IndexUnavailableError, writable
+from documents import MAX_DOCUMENT_CHARS, document_reply
+from exceptions import ArgumentError, Cancelled, ConfigError, DocSearchError, IndexUnavailableError, writable
 from file_utils import MAX_USER_PATH_CHARS
+from filters import MAX_EXTENSIONS, MAX_PATH_PATTERN_CHARS, read_filters
 from http_server import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV_VAR, HttpSettings, http_settings, listening_socket, serve_http
-from indexer import MAX_DOCUMENT_CHARS, TextIndexer, document_reply, read_status, watched_folder
-from models import VERSION, ScanProgress, ServerConfig, StatusReply
-from search import MAX_EXTENSIONS, MAX_LIMIT, MAX_OFFSET, MAX_PATH_PATTERN_CHARS, Freshness, read_filters
+from indexer import TextIndexer, watched_folder
+from models import VERSION, DocumentReply, ScanProgress, ServerConfig, StatusReply, WatchState
+from search import MAX_LIMIT, MAX_OFFSET, Freshness
 from search import search as run_search
-from watcher import MAX_BATCH_FILES, Batch, Pacing, SourceWatcher, WatchState, WatchUnavailable
+from snippets import ESCAPED_HIGHLIGHT, HIGHLIGHT
+from status import read_status
+from watcher import MAX_BATCH_FILES, Batch, Pacing, SourceWatcher, WatchUnavailable
 
 logger = logging.getLogger("docsearch")
 _T = TypeVar("_T")
 
-COMMANDS = ("serve", "index", "search", "status")
+COMMANDS = ("serve", "index", "search", "get", "status")
 #: The name messages start with: the installed command's, or main.py's when run from a clone.
 #: The name messages start with: the command as it was run (main.py in a clone, or either console script).
 PROG = Path(sys.argv[0]).name if Path(sys.argv[0]).name in ("main.py", "docsearch") else "docsearch-mcp"
@@ -124,13 +130,43 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     search_parser.add_argument("--before", metavar="DATE", help="only files modified before this ISO 8601 date or datetime")
     search_parser.add_argument("--all-copies", action="store_true", help="one result per file, also for files of the same text")
     search_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
+    get_parser = sub.add_parser("get", parents=[common], help="print a file's text, or one section of it, read from disk now")
+    get_parser.add_argument("path", metavar="PATH", help="relative to the source, as search prints it, or absolute inside it")
+    get_parser.add_argument("--heading", metavar="H", help='one section, named as search names it ("Install > Linux"; "Examples#2": the second "Examples")')
+    get_parser.add_argument(
+        "--lines", metavar="A:B", type=line_range, help="lines A to B (from 1, inclusive; A: or :B leaves an end open), within --heading's section if given"
+    )
+    get_parser.add_argument("--max-chars", type=int, metavar="N", help=f"at most N characters (1-{MAX_DOCUMENT_CHARS:,}; default 20,000), cut at a line end")
+    get_parser.add_argument("--start-char", type=int, default=0, metavar="N", help="start N characters into the first line (reading on inside a long line)")
+    get_parser.add_argument("--json", action="store_true", help="print the reply as JSON (with the outline)")
     status_parser = sub.add_parser("status", parents=[common], help="show index status")
     status_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
-    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
-        argv = ["serve", *argv]
+    argv = command_first(argv, parser)
     if argv[0] == "search":
         argv = ["search", *query_first(argv[1:], search_parser)]
     return parser.parse_args(argv)
+
+
+def command_first(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """``argv`` with its command first: ``serve`` when it starts with an option or is empty
+    (``main.py --source DIR``). A first word that is no command stops the program (exit 2),
+    naming the command it most resembles."""
+    if argv and argv[0] in (*COMMANDS, "-h", "--help", "--version"):
+        return argv
+    if not argv or argv[0].startswith("-"):
+        return ["serve", *argv]
+    meant = difflib.get_close_matches(argv[0], COMMANDS, n=1)
+    hint = f"did you mean '{meant[0]}'?" if meant else f"the commands are {', '.join(COMMANDS)} ({PROG} --help)"
+    parser.exit(2, printable(f"{PROG}: unknown command '{argv[0]}'; {hint}") + "\n")
+
+
+def line_range(text: str) -> tuple[int | None, int | None]:
+    """``get --lines``: "A:B", "A:" or ":B" as (start_line, end_line), an open end as None; get_document checks the numbers."""
+    found = re.fullmatch(r"\s*([0-9]*)\s*:\s*([0-9]*)\s*", text)
+    if not found or not any(found.groups()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not A:B, A: or :B (line numbers, from 1)")
+    start, end = (int(number) if number else None for number in found.groups())
+    return start, end
 
 
 def query_first(words: list[str], parser: argparse.ArgumentParser) -> list[str]:
@@ -171,10 +207,10 @@ def config_flags(args: argparse.Namespace) -> dict[str, Any]:
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
-def printable(text: str) -> str:
-    """``text`` with control characters shown as escapes, for a terminal (and writable: see
-    exceptions.writable)."""
-    return _UNPRINTABLE.sub(lambda found: ascii(found.group())[1:-1], writable(text))
+def printable(text: str, keep: str = "") -> str:
+    """``text`` with control characters (but those in ``keep``) shown as escapes, for a terminal
+    (and writable: see exceptions.writable)."""
+    return _UNPRINTABLE.sub(lambda found: found.group() if found.group() in keep else ascii(found.group())[1:-1], writable(text))
 
 
 def writable_reply(reply: _T) -> _T:
@@ -205,18 +241,21 @@ def configure_logging(level: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    quiet = args.command in ("search", "status")
+    quiet = args.command in ("search", "get", "status")
     configure_logging(logging.DEBUG if args.verbose else logging.WARNING if quiet else logging.INFO)
     try:
         config = load_config(config_flags(args), Path(args.config) if args.config else None)
     except ConfigError as exc:
         print(printable(f"{PROG}: config error: {exc}"), file=sys.stderr)
         return 2
-    handlers = {"serve": cmd_serve, "index": cmd_index, "search": cmd_search, "status": cmd_status}
+    handlers = {"serve": cmd_serve, "index": cmd_index, "search": cmd_search, "get": cmd_get, "status": cmd_status}
     try:
         return handlers[args.command](config, args)
     except KeyboardInterrupt as exc:
         return 128 + getattr(exc, "signum", signal.SIGINT)
+    except BrokenPipeError:  # stdout closed early (`get ... | head`): stop quietly, as a shell's tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that flushing it at exit cannot fail again
+        return 128 + signal.SIGPIPE
 
 
 def cmd_index(config: ServerConfig, args: argparse.Namespace) -> int:
@@ -331,10 +370,11 @@ def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(reply, ensure_ascii=False, indent=2))
         return 0
+    bold = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     for hit in reply["results"]:
         stale = "  (changed since indexed)" if hit["stale"] else ""
         print(printable(f"{hit['path']}:{hit['line_start']}-{hit['line_end']}  [{hit['score']:.4g}]  {hit['title']}{stale}"))
-        print(f"    {printable(hit['snippet'])}")
+        print(f"    {shown_snippet(hit['snippet'], bold)}")
         if hit["also_in_count"]:
             print(printable(f"    same text in: {', '.join(hit['also_in'])}{' ...' if hit['also_in_count'] > len(hit['also_in']) else ''}"))
     for warning in reply["warnings"]:
@@ -342,6 +382,66 @@ def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
     more = f"; more with --offset {reply['next_offset']}" if reply["has_more"] else ""
     print(f"{len(reply['results'])} of {reply['files_matched']} matching files{more}", file=sys.stderr)
     return 0
+
+
+#: A search snippet's match markers, and the file's own "**" as the snippet escapes it.
+_SNIPPET_MARKS = re.compile(f"{re.escape(ESCAPED_HIGHLIGHT)}|{re.escape(HIGHLIGHT)}")
+BOLD, NOT_BOLD = "\x1b[1m", "\x1b[0m"
+
+
+def shown_snippet(snippet: str, bold: bool) -> str:
+    """A search snippet for a person: printable, without the ``**`` around matches (in bold on a
+    terminal, when ``bold``), and with the file's own ``**`` as the file has it."""
+    shown: list[str] = []
+    matched, at = False, 0
+    for mark in _SNIPPET_MARKS.finditer(snippet):
+        shown.append(printable(snippet[at:mark.start()]))
+        if mark.group() == HIGHLIGHT:
+            matched = not matched
+            shown.append((BOLD if matched else NOT_BOLD) if bold else "")
+        else:
+            shown.append(HIGHLIGHT)
+        at = mark.end()
+    shown.append(printable(snippet[at:]))
+    if matched and bold:  # a match the snippet left open must not leave the terminal bold
+        shown.append(NOT_BOLD)
+    return "".join(shown)
+
+
+def cmd_get(config: ServerConfig, args: argparse.Namespace) -> int:
+    """get_document's reply on stdout: the text, or with --json all of it; a truncated text ends
+    with a line on stderr saying how to read on."""
+    start_line, end_line = args.lines or (None, None)
+    given: dict[str, Any] = {} if args.max_chars is None else {"max_chars": args.max_chars}  # else get_document's default
+    try:
+        reply = writable_reply(document_reply(config, args.path, args.heading, start_line, end_line, start_char=args.start_char, **given))
+    except TOOL_ERRORS as exc:
+        bad = exc if isinstance(exc, ArgumentError) and exc.name != "path" else None  # a wrong path is "no such file"
+        shown = str(exc) if bad is None else f"{_GET_FLAGS.get(bad.name, bad.name)}: {bad.problem}"
+        print(printable(f"{PROG}: {shown}"), file=sys.stderr)
+        return 1 if bad is None else 2
+    if args.json:
+        print(json.dumps(reply, ensure_ascii=False, indent=2))
+        return 0
+    if reply["text"]:
+        print(printable(reply["text"], keep="\n\t"))
+    if reply["truncated"]:
+        print(read_on_hint(reply, end_line), file=sys.stderr)
+    return 0
+
+
+#: get_document's arguments as ``get`` spells them, for its messages.
+_GET_FLAGS = {"heading": "--heading", "start_line": "--lines", "end_line": "--lines", "max_chars": "--max-chars", "start_char": "--start-char"}
+
+
+def read_on_hint(reply: DocumentReply, end_line: int | None) -> str:
+    """The line after a truncated ``get``: what was shown, and the arguments that read on."""
+    lines = f"--lines {reply['next_start_line']}:{'' if end_line is None else end_line}"
+    within = "" if reply["next_start_char"] is None else f" --start-char {reply['next_start_char']}"
+    return (
+        f"{PROG}: lines {reply['line_start']}-{reply['line_end']} of {reply['total_lines']} shown;"
+        f" read on with {lines}{within} and the same other arguments"
+    )
 
 
 def other_settings_hint(config: ServerConfig) -> str:

@@ -22,8 +22,9 @@ DB_SUFFIX = ".sqlite3"
 #: The layout of an index file (database.SCHEMA_VERSION). Part of the file's name, with the
 #: settings: two installs of different versions never take each other's index for a damaged one.
 #: 5: setext headings, CR line ends and front matter without a title read anew; extracted formats;
-#: each section's said key stored.
-INDEX_FORMAT = 5
+#: each section's said key stored. 6: one Markdown parser for files and notebook cells (CommonMark's
+#: empty headings and fences; setext headings in cells).
+INDEX_FORMAT = 6
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,7 @@ class LoadedFile:
     sections: list[Section]
     #: Each section's body compressed for storage; made by the loader, off the writer's path.
     compressed_bodies: list[bytes]
-    #: Each section's said key (search.said_key): copies of a text share it, so a search groups
+    #: Each section's said key (sections.said_key): copies of a text share it, so a search groups
     #: them without reading their text.
     said_keys: list[bytes]
 
@@ -159,6 +160,17 @@ class ScanProgress:
     skipped: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass
+class WatchState:
+    """What status says about watching."""
+
+    #: True while edits are picked up as they happen.
+    active: bool = False
+    folders: int = 0
+    #: Why not (or no longer) watching, and what to do about it; None while watching.
+    problem: str | None = None
+
+
 class SearchHit(TypedDict):
     path: str
     title: str
@@ -171,8 +183,8 @@ class SearchHit(TypedDict):
     #: The file changed on disk since it was indexed and could not be indexed again in time: the
     #: snippet and lines are from the indexed text.
     stale: bool
-    #: Other files whose best section says the same (copies, versions; search._said), best first, at most 5;
-    #: also_in_count counts them all among the files ranked.
+    #: Other files whose best section says the same (copies, versions; sections.said_key), best
+    #: first, at most 5; also_in_count counts them all among the files ranked.
     also_in: list[str]
     also_in_count: int
 

@@ -1,73 +1,61 @@
-"""Turning user text into a safe FTS5 expression, ranking, snippets and one hit per file.
+"""Ranking the files a query matches and building the reply: one hit per text, best first.
 
-User text never reaches MATCH raw: it is split into words the way FTS5's unicode61 tokenizer
-splits text, and every word or phrase is re-quoted. What a user can still express:
-``"quoted phrases"``, ``prefix*``, and ``-excluded`` words or phrases. Everything else (FTS5
-operators, column filters, parentheses, ``^``, NEAR) is searched for as plain words.
-
-Up to MAX_AND_TERMS words are keywords, all required in the file: files with them in one section
-first, then files with them in different sections, then files with only some of them, each
-group scored below the one before. Longer questions drop stopwords and OR the remaining words (a
-compound's words separately), so bm25 ranks files by how many rare words they share with the
-question; then the words that best tell the best files of that first pass from the rest join the
-question (pseudo-relevance feedback), their score scaled to FEEDBACK_SHARE of the question's.
-bench/relevance.py measures what each choice gives.
+The query's plan comes from query.py, the files a search may return from filters.py, and what
+each hit shows from snippets.py. Keywords: files with them all in one section first, then files
+with them in different sections, then files with only some of them, each group scored below the
+one before. A question's words are OR-ed, so bm25 ranks files by how many rare words they share
+with the question; then the words that best tell the best files of that first pass from the rest
+join the question (pseudo-relevance feedback), their score scaled to FEEDBACK_SHARE of the
+question's. Files holding the same text (sections.said_key) are one result. bench/relevance.py
+measures what each choice gives.
 """
 
 from __future__ import annotations
 
-import hashlib
-import itertools
 import math
 import re
 import sqlite3
-import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import TypeVar
 
 import database
 from config import USABLE_CPUS
 from exceptions import ArgumentError, Cancelled, IndexUnavailableError, QueryError
-from file_utils import disk_signature, has_surrogates
+from file_utils import disk_signature
+from filters import NO_FILTERS, Filters, search_scope
 from models import QueryReading, SearchHit, SearchReply
+from query import (
+    MAX_QUERY_CHARS,
+    MAX_TERM_CHARS,
+    QUESTION_SAMPLE_FILES,
+    STOPWORDS,
+    MatchPlan,
+    ParsedQuery,
+    feedback_match,
+    parse_query,
+    plan_within_bounds,
+    query_reading,
+    quote,
+    rarest_words,
+)
+from snippets import section_hit, section_snippets, showable
 
 MAX_LIMIT = 100
-#: Bounds on what one query may ask of SQLite (bench/worst_query.py measures the worst query they
-#: allow). Text beyond MAX_QUERY_CHARS and words beyond MAX_QUERY_TERMS (counted across every
-#: phrase, compound, prefix and exclusion) are ignored: a pasted page must not become a 100k-term
-#: OR. A phrase or compound keeps its first MAX_PHRASE_WORDS words: FTS5 reads the positions of
-#: every word of a phrase. A prefix* reads the doclists of every word it starts, so it needs
-#: MIN_PREFIX_CHARS characters (shorter, it is searched as a word) and a query takes at most
-#: MAX_PREFIXES of them (further ones are searched as words). Each cut is named in the reply.
-MAX_QUERY_CHARS = 10_000
-MAX_QUERY_TERMS = 64
-MAX_PHRASE_WORDS = 12
-MIN_PREFIX_CHARS = 3
-MAX_PREFIXES = 4
-MAX_TERM_CHARS = 200
-#: A query of stopwords only requires all of them; at most this many distinct ones.
-MAX_STOPWORD_TERMS = 8
-#: A safety net under those bounds: SQLite is stopped after this long and the query refused.
+#: A safety net under the query's bounds (query.py): SQLite is stopped after this long and the
+#: query refused.
 SEARCH_TIME_LIMIT_SECONDS = 10.0
-#: A snippet shows at most this many characters of the file; a reply (its results' text) at most
-#: MAX_REPLY_CHARS: further results are left out, and the reply says so.
-SNIPPET_MAX_CHARS = 500
+#: A reply (its results' text) holds at most this many characters: further results are left out,
+#: and the reply says so.
 MAX_REPLY_CHARS = 100_000
-#: Up to this many words (stopwords included) are AND-ed; more are treated as a question and OR-ed.
-MAX_AND_TERMS = 3
 #: bm25 column weights for (title, heading, body). A title or heading is also a line of the text,
 #: so its words count twice; more made short files with a generic title outrank the rest.
 COLUMN_WEIGHTS = (1.0, 1.0, 1.0)
-#: A question counts each of its words (by stem: "shape" and "shapes" are one) at most this often:
-#: a long request repeats its key words, but a generic word said five times must not rule it.
-MAX_REPEATS = 2
 #: Pseudo-relevance feedback for questions: the FEEDBACK_FILES best files of a first pass are taken
 #: as relevant, and up to FEEDBACK_WORDS words found in at least FEEDBACK_MIN_FILES of them and that
 #: best tell them from the other files (feedback_words) are searched too. Their score is scaled so
@@ -86,20 +74,6 @@ FEEDBACK_SHARE = 0.15
 #: words' doclists: skipped when the question matches more files than this.
 FEEDBACK_MAX_FILES = 10_000
 FEEDBACK_MIN_CHARS = 3
-SNIPPET_TOKENS = 32
-#: FTS5 tokenizes a section twice to make its snippet (into a temporary index, then to cut the
-#: snippet), ~0.2 ms per 1,000 words. A section longer than 2 * SNIPPET_WINDOW_CHARS is shown from a
-#: window of that many characters: around the first place where the most distinct searched words
-#: are found within SNIPPET_CLUSTER_CHARS (about the snippet's length), looking at the first
-#: SNIPPET_MAX_FINDS places each word starts a word in the text. Only the words as typed are looked
-#: for; a section where FTS5 matched other forms of them only ("indexes" for "indexing") is
-#: tokenized whole, as is one whose window FTS5 does not match (a find was "cupboard" for "cup").
-SNIPPET_WINDOW_CHARS = 800
-SNIPPET_CLUSTER_CHARS = 200
-SNIPPET_MAX_FINDS = 50
-#: A window is placed by the first SNIPPET_MAX_WORDS different words searched (a question's first).
-SNIPPET_MAX_WORDS = 16
-ELLIPSIS = "…"
 #: A query matching about PARALLEL_MIN_ROWS sections or more is ranked in SEARCH_PARTS spans of file
 #: ids at once, one thread and reader connection each (SQLite runs without the GIL): bm25 must score
 #: every matching section, so a word in most files costs time in proportion to the index. Fewer
@@ -108,623 +82,12 @@ ELLIPSIS = "…"
 SEARCH_PARTS = min(8, USABLE_CPUS)
 PARALLEL_MIN_ROWS = 20_000
 PARALLEL_SAMPLE = 32
-#: bm25 scores each section a question matches once per OR-ed part: a question costs about the
-#: sections it matches times its parts. A question of more than QUESTION_FREE_PARTS parts is
-#: estimated (from the first QUESTION_SAMPLE_FILES files); past QUESTION_MAX_COST, a repeated word
-#: counts once, then its commonest words are left out (the reply names them) until it fits. Those
-#: words are in most sections, where bm25 gives them little or no weight (none past half of them).
-QUESTION_FREE_PARTS = 8
-QUESTION_MAX_COST = 1_000_000
-QUESTION_SAMPLE_FILES = 2000
-#: A phrase costs about the sections holding all of its words times its words: FTS5 reads each
-#: word's positions there to check their order. Past PHRASE_MAX_COST (over all phrases, compounds
-#: and excluded phrases, estimated like a question), the costliest are loosened (see fit_phrases):
-#: "the the the ..." holds only words found in nearly every section.
-PHRASE_MAX_COST = 300_000
-#: Phrases of this many words in all are not estimated: at worst they cost a few times a word in
-#: every section, and most queries with a phrase are no more.
-PHRASE_FREE_WORDS = 4
 #: The attempts at ranking a question (see rank_in_time): how long each may take (seconds) and
 #: the share of the question's words it keeps, the rarest (at least one). The last is bounded by
 #: SEARCH_TIME_LIMIT_SECONDS only.
 QUESTION_ATTEMPTS = ((0.5, 1.0), (0.25, 0.25), (math.inf, 0.0))
-_MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"  # private-use markers, replaced by ** after locating lines
-HIGHLIGHT = "**"
-#: The file's own "**" (Markdown bold, Python's **kwargs) is shown escaped, so that a bare "**"
-#: in a snippet always marks a match.
-ESCAPED_HIGHLIGHT = r"\*\*"
 
 _WORD = re.compile(r"[^\W_]+")
-_SPACE = re.compile(r"\s")
-#: A query's parts: a "phrase", opened at the start of a part and closed by the next quote (or the
-#: end), or a run of non-space characters. A quote inside a run (12" pizza) opens nothing.
-_QUERY_PART = re.compile(r'(?<!\S)(-?)"([^"]*)(?:"|$)|(-?)(\S+)')
-
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before being below
-    between both but by can could did do does doing down during each few for from further had has have
-    having he her here hers herself him himself his how i if in into is it its itself just me more most my
-    myself no nor not now of off on once only or other our ours ourselves out over own same she should so
-    some such than that the their theirs them themselves then there these they this those through to too
-    under until up very was we were what when where which while who whom why will with would you your
-    yours yourself yourselves s t d ll m re ve don""".split()
-)
-
-
-@dataclass
-class ParsedQuery:
-    """The searchable parts of a user's text, as lists of the words FTS5 reads in them
-    (database.query_words). A term is one word, or a compound like ``e-mail`` that FTS5 indexed as
-    adjacent words and so must match as a phrase."""
-
-    terms: list[list[str]] = field(default_factory=list)
-    phrases: list[list[str]] = field(default_factory=list)
-    prefixes: list[str] = field(default_factory=list)
-    #: Words and phrases whose files are left out, and prefixes (``-draft*``) likewise.
-    excluded: list[list[str]] = field(default_factory=list)
-    excluded_prefixes: list[str] = field(default_factory=list)
-    #: What of the text was not searched as typed, and why (see MAX_QUERY_CHARS and below it).
-    warnings: list[str] = field(default_factory=list)
-    #: A query of stopwords only is searched as a phrase first, unless fit_phrases says it is costly.
-    stopword_phrase: bool = True
-
-    def has_words(self) -> bool:
-        """Whether anything is left to search for (exclusions alone leave nothing)."""
-        return bool(self.terms or self.phrases or self.prefixes)
-
-
-def parse_query(text: str) -> ParsedQuery:
-    """Split user text into terms, "phrases", prefix* terms and -exclusions, within the bounds
-    above. Never raises."""
-    parsed = ParsedQuery()
-    if len(text) > MAX_QUERY_CHARS:
-        text = text[:MAX_QUERY_CHARS]
-        parsed.warnings.append(f"only the first {MAX_QUERY_CHARS:,} characters of the query were read")
-    parts = list(_QUERY_PART.finditer(text))
-    raws = [match.group(4) if match.group(2) is None else match.group(2) for match in parts]
-    # Each part's words, and those of the character before a trailing "*": a prefix needs a letter there.
-    words_of = database.query_words([*raws, *(raw.rstrip("*")[-1:] for raw in raws)])
-    budget = MAX_QUERY_TERMS
-    command = bool(parts) and parts[0].group(2) is None and not parts[0].group(3) and bool(_COMMAND.match(raws[0]))
-    for match, raw, words, before_star in zip(parts, raws, words_of, words_of[len(raws):]):
-        words = _searchable(words, parsed)
-        if not words:
-            continue
-        quoted, excluded = match.group(2) is not None, bool(match.group(1) or match.group(3))
-        if excluded and not quoted and _is_option(raw, command):
-            excluded = False
-            parsed.warnings.append(
-                f"-{raw} was searched as a word (an option of a command line); write -\"{' '.join(words)}\" to leave out"
-                " files with it"
-            )
-        if len(words) > MAX_PHRASE_WORDS:
-            parsed.warnings.append(f"a phrase of {len(words)} words was searched as its first {MAX_PHRASE_WORDS}")
-            words = words[:MAX_PHRASE_WORDS]
-        if len(words) > budget:
-            parsed.warnings.append(f"only the first {MAX_QUERY_TERMS} words of the query were searched")
-            words = words[:budget]
-            if not words:
-                break
-        budget -= len(words)
-        if not quoted and raw.endswith("*") and len(words) == 1 and before_star:
-            _add_prefix(parsed, words[0], excluded)
-            continue
-        if not quoted and raw.endswith("*") and before_star:
-            parsed.warnings.append(f"{raw} was searched as the phrase {' '.join(words)!r}: a prefix* is one word")
-        _add_unique(parsed.excluded if excluded else parsed.phrases if quoted else parsed.terms, words, repeats=not quoted and not excluded)
-    both = [words for words in parsed.terms if words in parsed.excluded]
-    if both:
-        parsed.terms = [words for words in parsed.terms if words not in parsed.excluded]
-        parsed.warnings.append(f"{', '.join(map(_joined, both))}: both searched and left out; left out")
-    if not parsed.has_words() and (parsed.excluded or parsed.excluded_prefixes):
-        parsed.warnings.append("the query had only words to leave out, so they were searched for instead")
-        parsed.terms, parsed.excluded = parsed.excluded, []
-        parsed.prefixes, parsed.excluded_prefixes = parsed.excluded_prefixes, []
-    return parsed
-
-
-#: A command in PowerShell's Verb-Noun form (Get-ChildItem, ConvertTo-Json): the -words after it are
-#: its parameters.
-_COMMAND = re.compile(r"[A-Z][a-z]+-[A-Z][A-Za-z0-9]*$")
-
-
-def _is_option(raw: str, after_command: bool) -> bool:
-    """Whether ``-raw`` (raw: what follows the first dash) is a command line's option, searched as a
-    word, rather than a word to leave out: a long option (--amend), one or two letters (-r, -la),
-    mixed case (-Recurse, -sSL), or anything after a Verb-Noun command."""
-    name = raw.lstrip("-")
-    return after_command or raw.startswith("-") or len(name) <= 2 or (name != name.lower() and name != name.upper())
-
-
-def _searchable(words: list[str], parsed: ParsedQuery) -> list[str]:
-    long = [word for word in words if len(word) > MAX_TERM_CHARS]
-    if long:
-        parsed.warnings.append(f"a word of {len(long[0]):,} characters was not searched: words are searched up to {MAX_TERM_CHARS}")
-    return [word for word in words if len(word) <= MAX_TERM_CHARS]
-
-
-def _add_unique(parts: list[list[str]], words: list[str], repeats: bool) -> None:
-    """Add a part; the same phrase or exclusion twice would only cost twice (a question's repeated
-    words count, see fit_question)."""
-    if repeats or words not in parts:
-        parts.append(words)
-
-
-def _add_prefix(parsed: ParsedQuery, prefix: str, excluded: bool) -> None:
-    """A prefix* term, or the word itself if it is too short or the query has enough of them."""
-    taken = len(parsed.prefixes) + len(parsed.excluded_prefixes)
-    if len(prefix) < MIN_PREFIX_CHARS:
-        parsed.warnings.append(f"{prefix}* was searched as the word {prefix!r}: a prefix needs {MIN_PREFIX_CHARS} characters")
-    elif taken >= MAX_PREFIXES:
-        parsed.warnings.append(f"{prefix}* was searched as the word {prefix!r}: a query takes {MAX_PREFIXES} prefixes at most")
-    else:
-        chosen = parsed.excluded_prefixes if excluded else parsed.prefixes
-        if prefix not in chosen:
-            chosen.append(prefix)
-        return
-    _add_unique(parsed.excluded if excluded else parsed.terms, [prefix], repeats=not excluded)
-
-
-def _quote(words: list[str]) -> str:
-    return '"' + " ".join(words).replace('"', '""') + '"'
-
-
-def _joined(words: list[str]) -> str:
-    """The words of a phrase or compound as a reader would write them: space-separated, but CJK
-    characters side by side (database.CJK_SEPARATOR)."""
-    joined = words[0] if words else ""
-    for before, word in itertools.pairwise(words):
-        cjk = database.CJK_WORD.fullmatch(before[-1:]) or database.CJK_WORD.fullmatch(word[:1])
-        joined += word if cjk else " " + word
-    return joined
-
-
-def _is_cjk_run(term: list[str]) -> bool:
-    """Whether ``term`` is a run of Chinese or Japanese characters (database.CJK_SEPARATOR)."""
-    return len(term) > 1 and all(database.CJK_WORD.fullmatch(word) for word in term)
-
-
-def _is_stopword(term: list[str]) -> bool:
-    return all(word.lower() in STOPWORDS for word in term)
-
-
-@dataclass(frozen=True)
-class MatchPlan:
-    """The FTS5 expressions to run: ``precise`` first, then ``broad`` (if any) to fill up.
-    ``question``: the words are OR-ed as a question, which feedback may extend."""
-
-    precise: str
-    broad: str | None
-    question: bool = False
-    #: ``precise`` needs several words together (AND-ed, or as a phrase): FTS5 then spends its time
-    #: deciding which rows match, so ranking and counting them are done in one pass.
-    intersects: bool = False
-    #: The quoted words, phrases and prefix* terms the user searched for: what snippets highlight.
-    #: A question's ``precise`` is these OR-ed (repeats included).
-    shown: tuple[str, ...] = ()
-    #: What the -exclusions match, OR-ed: files holding it are left out (see search), or None.
-    excluded: str | None = None
-    #: Sections a question matches, when fit_question estimated it.
-    estimated_rows: int | None = None
-    #: "keywords", "question" or "stopwords" (see models.QueryReading).
-    mode: str = "keywords"
-
-
-def build_match(parsed: ParsedQuery) -> MatchPlan:
-    """Turn a parsed query into FTS5 MATCH expressions; raise QueryError if nothing is searchable."""
-    terms = parsed.terms
-    content = [t for t in terms if not _is_stopword(t)]
-    required = [_quote(p) for p in parsed.phrases] + [_quote([p]) + "*" for p in parsed.prefixes]
-    if not parsed.has_words():
-        raise QueryError("", "the query has no words to search for")
-    question = bool(content) and len(terms) > MAX_AND_TERMS
-    if question:
-        # A question describes, it does not filter: its "phrases" and prefix* terms rank files
-        # higher instead of being required, and a compound counts word by word ("two-dimensional"
-        # as a phrase would give no credit for "two dimensions"). Its stopwords only add noise.
-        words = [w for t in content if not _is_cjk_run(t) for w in t if w not in STOPWORDS]
-        words += [w for p in parsed.phrases for w in p if w not in STOPWORDS]
-        runs = list(dict.fromkeys(_quote(t) for t in content if _is_cjk_run(t)))  # a CJK word is the phrase of its characters
-        shown = [_quote([w]) for w in _capped_repeats(words)] + runs + required
-        precise, broad = f"({' OR '.join(shown)})", None
-        intersects = False
-    elif not content and len(terms) > MAX_AND_TERMS:
-        # Only stopwords ("to be or not to be"): the exact phrase first, then all of the words.
-        distinct = list(dict.fromkeys(_quote(t) for t in terms))
-        if len(distinct) > MAX_STOPWORD_TERMS:
-            parsed.warnings.append(f"a query of stopwords only requires its first {MAX_STOPWORD_TERMS} different words")
-        shown = required + distinct[:MAX_STOPWORD_TERMS]
-        phrase = [w for t in terms for w in t]
-        if len(phrase) > MAX_PHRASE_WORDS:
-            parsed.warnings.append(f"a query of stopwords only was searched as the phrase of its first {MAX_PHRASE_WORDS} words")
-        broad = f"({' AND '.join(shown)})"
-        precise = f"({' AND '.join(required + [_quote(phrase[:MAX_PHRASE_WORDS])])})" if parsed.stopword_phrase else broad
-        intersects = True
-    else:
-        chosen = list(dict.fromkeys(map(tuple, terms)))
-        quoted = [_quote(list(t)) for t in chosen]
-        shown = required + quoted
-        precise = f"({' AND '.join(shown)})"
-        broad = f"({' AND '.join(required + [highlight_match(quoted)])})" if len(quoted) > 1 else None
-        intersects = len(required) + len(chosen) > 1 or any(len(t) > 1 for t in [*chosen, *map(tuple, parsed.phrases)])
-    excluded = [_quote(words) for words in parsed.excluded] + [_quote([p]) + "*" for p in parsed.excluded_prefixes]
-    mode = "question" if question else "keywords" if content or len(terms) <= MAX_AND_TERMS else "stopwords"
-    return MatchPlan(precise, broad, question, intersects, tuple(shown), highlight_match(excluded) if excluded else None, mode=mode)
-
-
-def query_reading(parsed: ParsedQuery, plan: MatchPlan, feedback: Sequence[str]) -> QueryReading:
-    """How the query was read (models.QueryReading), from the plan that was ranked."""
-    phrases = [_joined(words) for words in parsed.phrases]
-    prefixes = [prefix + "*" for prefix in parsed.prefixes if _quote([prefix]) + "*" in plan.shown]
-    words = [_joined(list(words)) for words in dict.fromkeys(map(tuple, parsed.terms))]
-    if plan.question:
-        searched = {part[1:-1] for part in plan.shown if part.endswith('"')}
-        words = [word for word in dict.fromkeys(w for t in parsed.terms for w in t) if word in searched]
-        words += [w for phrase in parsed.phrases for w in phrase if w in searched and w not in words]
-        words += [_joined(t) for t in parsed.terms if _is_cjk_run(t) and " ".join(t) in searched and _joined(t) not in words]
-    return {
-        "mode": plan.mode,
-        "required": [] if plan.question else words,
-        "optional": words if plan.question else [],
-        "phrases": phrases,
-        "prefixes": prefixes,
-        "excluded": [_joined(words) for words in parsed.excluded] + [prefix + "*" for prefix in parsed.excluded_prefixes],
-        "feedback": list(feedback),
-    }
-
-
-def _capped_repeats(words: list[str]) -> list[str]:
-    """``words`` with each stem kept at most MAX_REPEATS times ("shape" and "shapes" are one)."""
-    seen: Counter[str] = Counter()
-    kept = []
-    for word, stem in zip(words, database.stems(words)):
-        seen[stem] += 1
-        if seen[stem] <= MAX_REPEATS:
-            kept.append(word)
-    return kept
-
-
-def feedback_match(feedback: Sequence[str]) -> str:
-    """The feedback words OR-ed."""
-    return highlight_match([_quote([w]) for w in feedback])
-
-
-def highlight_match(shown: Sequence[str]) -> str:
-    """An FTS5 expression matching any of ``shown`` (quoted words, phrases and prefix* terms)."""
-    return f"({' OR '.join(shown)})"
-
-
-def fit_question(conn: sqlite3.Connection, plan: MatchPlan) -> tuple[MatchPlan, list[str]]:
-    """A question's plan within QUESTION_MAX_COST (see there), and what was left out of it."""
-    parts = list(plan.shown)
-    if not plan.question or len(parts) <= QUESTION_FREE_PARTS:
-        return plan, []
-    # A prefix* costs as much to sample as to run; MAX_PREFIXES bounds it apart.
-    words = list(dict.fromkeys(part for part in parts if not part.endswith("*")))
-    if not words:
-        return plan, []
-    union, *rows_each = database.estimated_rows_each(conn, [highlight_match(words), *words], QUESTION_SAMPLE_FILES)
-    rows = dict(zip(words, rows_each))
-    notes: list[str] = []
-    if union * len(parts) > QUESTION_MAX_COST and len(set(parts)) < len(parts):
-        parts = list(dict.fromkeys(parts))
-        notes.append("each repeated word of the question was counted once: the question matches too many sections to count them again")
-    kept = sorted(words, key=lambda word: rows[word])  # rarest first
-    left_out: list[str] = []
-    while len(kept) > 1 and min(union, sum(rows[word] for word in kept)) * (len(parts) - len(left_out)) > QUESTION_MAX_COST:
-        left_out.append(kept.pop())
-    if left_out:
-        parts = [part for part in parts if part not in left_out]
-        names = ", ".join(word.strip('"') for word in left_out)
-        notes.append(f"these words are in too many sections to rank them all quickly and were left out: {names}")
-    if not notes:
-        return replace(plan, estimated_rows=union), []
-    precise = highlight_match(parts)
-    return replace(plan, precise=precise, shown=tuple(parts), estimated_rows=min(union, sum(rows[w] for w in kept))), notes
-
-
-@dataclass(frozen=True)
-class Filters:
-    """Which files a search may return, as read_filters makes it from the caller's arguments.
-
-    ``prefix``: every path starts with it (read from the index on paths). ``glob``: an SQLite GLOB
-    that every path matches, looser than ``pattern`` (its * also crosses /), run inside SQLite
-    first; ``pattern``: the exact rule, run in Python on the paths the GLOB let through.
-    ``extensions``: lowercase, with their dot. ``modified``: mtime in ns, from (inclusive) and until
-    (exclusive). ``path``: the path filter these were read from (see _path_text), for messages."""
-
-    prefix: str = ""
-    glob: str | None = None
-    pattern: re.Pattern[str] | None = None
-    extensions: tuple[str, ...] = ()
-    modified: tuple[int | None, int | None] = (None, None)
-    path: str | None = None
-
-    @property
-    def narrows(self) -> bool:
-        return self != NO_FILTERS
-
-
-NO_FILTERS = Filters()
-MAX_PATH_PATTERN_CHARS = 1024
-MAX_EXTENSIONS = 50
-#: A * matches within one folder or file name, and ** any number of folders. A regular expression
-#: tries every split of a name among its *s, and every split of a path among its **s: bounded
-#: here, a glob costs at most about (path length) x (name length)^2 steps per path, never the
-#: exponential time a hostile pattern could take over a deep hostile tree.
-MAX_STARS_PER_SEGMENT = 2
-MAX_FOLDER_SPANS = 1
-_EXTENSION = re.compile(r"\.[^\s/\\*?\[\]]{1,32}")
-
-
-def read_filters(
-    path: str | None = None, extensions: Sequence[str] | None = None, modified_after: str | None = None, modified_before: str | None = None
-) -> Filters:
-    """The Filters of a search's arguments; ArgumentError names the one that is wrong.
-
-    ``path``: a glob relative to the source, matched against the whole path: ``*`` and ``?`` within
-    one segment, ``**`` any number of segments (none too), ``[abc]`` one of those characters. Without
-    any of them it is a folder or a file: ``guides/`` and ``guides`` hold guides/install.md.
-    ``extensions``: ".md" or "md", any case. Dates: ISO 8601, a date or a date and time; without a
-    timezone, UTC. Paths are compared in their case (see _case_hint)."""
-    text = _path_text(path) if path is not None else None
-    prefix, glob, pattern = _path_filter(text, path) if text else ("", None, None)
-    modified = (_instant("modified_after", modified_after), _instant("modified_before", modified_before))
-    return Filters(prefix, glob, pattern, _extensions(extensions), modified, text or None)
-
-
-def _path_text(path: str) -> str:
-    """The path filter ``path`` checked, with / for \\, and without spaces around or a leading ./;
-    "" for the whole source."""
-    if not isinstance(path, str):
-        raise ArgumentError("path", f"must be a string, got {type(path).__name__}")
-    text = path.strip().replace("\\", "/")
-    if len(text) > MAX_PATH_PATTERN_CHARS:
-        raise ArgumentError("path", f"is longer than {MAX_PATH_PATTERN_CHARS} characters")
-    if "\x00" in text:
-        raise ArgumentError("path", "contains a NUL byte")
-    if has_surrogates(text):
-        raise ArgumentError("path", "is not valid Unicode (a lone surrogate)")
-    if text.startswith("/"):
-        raise ArgumentError("path", f"{path!r} is absolute: give a glob relative to the source directory, e.g. 'guides/**/*.md'")
-    while text.startswith("./"):
-        text = text[2:]
-    segments = text.split("/")
-    if ".." in segments:
-        raise ArgumentError("path", f"{path!r}: '..' is not allowed; the filter is relative to the source directory")
-    return text if text.strip("/") else ""
-
-
-def _path_filter(text: str, path: str) -> tuple[str, str | None, re.Pattern[str] | None]:
-    """(prefix, glob, pattern) of Filters for the path filter ``text`` (see _path_text), which
-    the caller gave as ``path``."""
-    segments = text.split("/")
-    wild = _WILDCARD.search(text)
-    if wild is None:
-        folder = text.rstrip("/")
-        return (folder + "/", None, None) if text.endswith("/") else (folder, None, re.compile(_path_regex(text), re.S))
-    for segment in segments:
-        if segment != "**" and len(re.findall(r"\*+", segment)) > MAX_STARS_PER_SEGMENT:
-            raise ArgumentError("path", f"{path!r}: at most {MAX_STARS_PER_SEGMENT} * in one folder or file name")
-    spans = [segment for segment, _ in itertools.groupby(segments[:-1]) if segment == "**"]  # a last ** costs nothing
-    if len(spans) > MAX_FOLDER_SPANS:
-        raise ArgumentError("path", f"{path!r}: at most {MAX_FOLDER_SPANS} ** before the last folder")
-    try:
-        pattern = re.compile(_path_regex(text), re.S)
-    except re.error as exc:
-        raise ArgumentError("path", f"{path!r} is not a valid glob: {exc}") from None
-    loose = None if "[" in text else re.sub(r"\*+/?", "*", text)
-    if _GLOB_SAYS_IT.fullmatch(text):
-        return text[:wild.start()], loose, None  # SQLite's GLOB alone is exact, and runs in C
-    return text[:wild.start()], loose, pattern
-
-
-#: Globs that SQLite's GLOB (whose * crosses /) reads exactly as _glob_regex does once ** and */
-#: become *: a folder and all under it (guides/**), or all under it ending in a name's last
-#: characters (**/*.md, guides/**/*.md).
-_GLOB_SAYS_IT = re.compile(r"[^*?\[]*\*\*(?:/\*[^*?\[/]*)?")
-
-
-#: What makes a path filter a glob rather than a folder or a file.
-_WILDCARD = re.compile(r"[*?\[]")
-
-
-def _path_regex(text: str, grouped: bool = False) -> str:
-    """A regular expression for the path filter ``text`` (see read_filters): a glob, or a folder or
-    file. ``grouped``: each piece that matches by case is a group (see _segment_pieces)."""
-    if _WILDCARD.search(text) is None:
-        return _glob_regex(text.rstrip("/").split("/"), grouped) + ("/.*" if text.endswith("/") else "(?:/.*)?")
-    return _glob_regex(text.split("/"), grouped)
-
-
-def _glob_regex(segments: list[str], grouped: bool = False) -> str:
-    """A regular expression for a glob split at its slashes (see read_filters)."""
-    parts: list[str] = []
-    for number, segment in enumerate(segments):
-        last = number == len(segments) - 1
-        if segment == "**":
-            if parts and parts[-1] == "(?:[^/]*/)*":
-                parts.pop()  # **/** is **
-            parts.append(".*" if last else "(?:[^/]*/)*")
-            continue
-        pieces = "".join(f"({regex})" if grouped and cased else regex for _, regex, cased in _segment_pieces(segment))
-        parts.append(pieces + ("" if last else "/"))
-    return "".join(parts)
-
-
-def _segment_pieces(segment: str) -> Iterator[tuple[str, str, bool]]:
-    """A folder or file name of a glob, piece by piece: its text, its regular expression, and
-    whether what it matches depends on case (a character, or a [class])."""
-    at = 0
-    while at < len(segment):
-        char = segment[at]
-        if char == "*":
-            start = at
-            while at + 1 < len(segment) and segment[at + 1] == "*":
-                at += 1
-            yield segment[start:at + 1], "[^/]*", False
-        elif char == "?":
-            yield char, "[^/]", False
-        elif char == "[" and "]" in segment[at + 2:]:
-            end = segment.index("]", at + 2)
-            inner = segment[at + 1:end]
-            negated = inner[:1] in ("!", "^")
-            body = re.sub(r"([\\\]\[^])", r"\\\1", inner[1:] if negated else inner)
-            yield segment[at:end + 1], f"[^/{body}]" if negated else f"(?!/)[{body}]", True  # a range such as [--0] holds "/"
-            at = end
-        else:
-            yield char, re.escape(char), True
-        at += 1
-
-
-#: A path filter that lets no file through is tried on the files again ignoring case, up to this
-#: many files that it then lets through; the reply names at most MAX_CASE_HINTS spellings of it.
-CASE_PROBE_FILES = 50
-MAX_CASE_HINTS = 3
-
-
-def _case_hint(conn: sqlite3.Connection, filters: Filters) -> str | None:
-    """For filters that let no file through: if their path filter would, ignoring case, a warning
-    naming its spellings that do. Paths are compared in their case, as the file system does
-    (docs/ and Docs/ may both be there) and as the index on paths is ordered."""
-    if filters.path is None:
-        return None
-    probe = _path_regex(filters.path, grouped=True)
-    condition = database.file_condition("", None, filters.extensions, filters.modified, "(?i)" + probe, _caseless_like(filters.path))
-    found = database.paths_passing(conn, condition, CASE_PROBE_FILES)
-    matches = [re.fullmatch(probe, path, re.S | re.I) for path in found]
-    spellings = list(dict.fromkeys(_spelled_as(filters.path, match) for match in matches if match))
-    if not spellings:
-        return None
-    named = ", ".join(map(repr, spellings[:MAX_CASE_HINTS])) + (", ..." if len(spellings) > MAX_CASE_HINTS else "")
-    return f"path {filters.path!r} matches no file: paths are case-sensitive; ignoring case it matches {named}"
-
-
-def _caseless_like(text: str) -> str:
-    """An SQLite LIKE pattern looser than the path filter ``text`` read ignoring case
-    (re.IGNORECASE), so that SQLite passes over most paths (as fast as a GLOB) before the regular
-    expression runs on the rest. LIKE takes an ASCII letter in either case; i, k and s, which
-    re.IGNORECASE also takes for İ, ı, K (Kelvin) and ſ, any other character, and a [class] are
-    one character (_)."""
-    folder = _WILDCARD.search(text) is None
-    segments = text.rstrip("/").split("/") if folder else text.split("/")
-    like = ""
-    for number, segment in enumerate(segments):
-        if segment == "**":
-            like += "%"  # any folders or none: the slash after it is its own
-            continue
-        for piece, _, cased in _segment_pieces(segment):
-            if not cased:
-                like += "%" if piece.startswith("*") else "_"
-            elif len(piece) > 1 or not piece.isascii() or piece.lower() in "iks":
-                like += "_"
-            else:
-                like += "\\" + piece if piece in "%_\\" else piece
-        like += "/" if number < len(segments) - 1 else ""
-    return like + "%" if folder else like
-
-
-def _spelled_as(text: str, found: re.Match[str]) -> str:
-    """The path filter ``text`` spelled as the path ``found`` (by _path_regex(text, grouped=True),
-    ignoring case) has it: each character as there, a [class] that does not hold it replaced by it."""
-    matched = iter(found.groups())
-    segments: list[str] = []
-    for segment in text.split("/"):
-        spelled = ""
-        for piece, regex, cased in [] if segment == "**" else _segment_pieces(segment):
-            there = next(matched) if cased else piece
-            spelled += there if cased and not re.fullmatch(regex, there, re.S) else piece
-        segments.append(spelled or segment)
-    return "/".join(segments)
-
-
-def _extensions(extensions: Sequence[str] | None) -> tuple[str, ...]:
-    if extensions is None:
-        return ()
-    if isinstance(extensions, str) or not isinstance(extensions, Sequence):
-        raise ArgumentError("extensions", f"must be a list of extensions such as [\".md\"], got {extensions!r}"[:200])
-    if len(extensions) > MAX_EXTENSIONS:
-        raise ArgumentError("extensions", f"at most {MAX_EXTENSIONS} extensions, got {len(extensions)}")
-    read = []
-    for extension in extensions:
-        dotted = extension.strip().lower() if isinstance(extension, str) else ""
-        dotted = dotted if dotted.startswith(".") else "." + dotted
-        if not _EXTENSION.fullmatch(dotted) or has_surrogates(dotted):
-            raise ArgumentError("extensions", f"{extension!r} is not an extension such as \".md\""[:200])
-        read.append(dotted)
-    return tuple(dict.fromkeys(read))
-
-
-if sys.version_info >= (3, 11):
-    _fromisoformat = datetime.fromisoformat
-else:
-    # 3.10's fromisoformat reads only what isoformat() writes; this reads what 3.11's reads too:
-    # basic and week dates, times and offsets without colons, fractions of any length.
-    _ISO_DATETIME = re.compile(
-        r"([0-9]{4})(?:(-?)W([0-9]{2})(?:\2([0-9]))?|(-?)([0-9]{2})\5([0-9]{2}))(?:.([^Z+-]+)(?:(Z)|([+-])(.+))?)?", re.S
-    )
-    _ISO_CLOCK = re.compile(r"([0-9]{2})(?:(:?)([0-9]{2})(?:\2([0-9]{2}))?)?(?:[.,]([0-9]+))?")
-
-    def _clock(text: str) -> tuple[int, int, int, int]:
-        parts = _ISO_CLOCK.fullmatch(text)
-        if parts is None:
-            raise ValueError(f"Invalid isoformat time: {text!r}")
-        hour, _, minute, second, fraction = parts.groups()
-        return int(hour), int(minute or 0), int(second or 0), int((fraction or "")[:6].ljust(6, "0"))
-
-    def _fromisoformat(text: str) -> datetime:
-        try:
-            return datetime.fromisoformat(text)  # what it reads, it reads as 3.11's does
-        except ValueError:
-            pass
-        parts = _ISO_DATETIME.fullmatch(text)
-        if parts is None:
-            raise ValueError(f"Invalid isoformat string: {text!r}")
-        year, _, week, weekday, _, month, day, clock, utc, sign, offset = parts.groups()
-        when = date.fromisocalendar(int(year), int(week), int(weekday or 1)) if week else date(int(year), int(month), int(day))
-        zone = timezone.utc if utc else None
-        if sign:
-            hours, minutes, seconds, microseconds = _clock(offset)
-            zone = timezone((-1 if sign == "-" else 1) * timedelta(hours=hours, minutes=minutes, seconds=seconds, microseconds=microseconds))
-        return datetime(when.year, when.month, when.day, *(_clock(clock) if clock else ()), tzinfo=zone)
-
-
-def _instant(name: str, value: str | None) -> int | None:
-    """An ISO 8601 date or datetime as ns since the epoch (UTC unless it names a timezone)."""
-    if value is None:
-        return None
-    text = value.strip() if isinstance(value, str) else ""
-    try:
-        when = _fromisoformat(text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text)
-    except ValueError:
-        raise ArgumentError(name, f"{value!r} is not an ISO 8601 date or datetime, e.g. 2024-05-01 or 2024-05-01T12:00:00Z"[:200]) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    # Nanoseconds fit SQLite's integers from 1677 to 2262; any file's mtime is within.
-    try:
-        return min(max(int(when.timestamp() * 1_000_000) * 1000, -(2**63)), 2**63 - 1)
-    except OverflowError:  # a zone that moves it past year 1 or 9999
-        return -(2**63) if when.year < 5000 else 2**63 - 1
-
-
-#: A filter letting through at most this many files is applied as the list of them, with the
-#: rowid range they span (FTS5 skips the rest of every doclist); a wider one by looking up the file
-#: of each section that matches, which costs nothing for a rare word and about what listing the
-#: files would for a common one (bench/run.py).
-MAX_LISTED_FILES = 5000
-
-
-def _scope(conn: sqlite3.Connection, plan: MatchPlan, filters: Filters) -> tuple[database.Scope, str | None]:
-    """The files this search may return: those the filters let through, but the ones the plan's
-    -exclusions match, in this snapshot; and a warning when the filters let none through only
-    because of case (see _case_hint)."""
-    excluded = database.matching_files(conn, plan.excluded) if plan.excluded else []
-    if not filters.narrows:
-        return database.scope_of(excluded, None), None
-    pattern = filters.pattern.pattern if filters.pattern is not None else None
-    condition = database.file_condition(filters.prefix, filters.glob, filters.extensions, filters.modified, pattern)
-    allowed = database.files_passing(conn, condition, MAX_LISTED_FILES)
-    return database.scope_of(excluded, allowed, condition), _case_hint(conn, filters) if allowed == [] else None
 
 
 def search(
@@ -797,35 +160,19 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
         raise QueryError(asking.query, _nothing_to_search(parsed))
     conn = database.reader(asking.db_path)
     wanted = asking.offset + asking.limit
-    window = min(wanted * COLLAPSE_WINDOW, MAX_RANKED_FILES) if asking.collapse else wanted + 1
     try:
         with database.snapshot(conn), database.interruptible(conn, limits.reached):
             plan = plan_within_bounds(conn, parsed)
-            scope, case_hint = _scope(conn, plan, asking.filters)
+            scope, case_hint = search_scope(conn, plan, asking.filters)
             run = Searching(asking.db_path, conn, limits.reached, scope, asking.filters)
-            need = wanted + 1  # results: one more tells whether more follow
             loaded = Loaded()
-            while True:
-                plan, (ranked, feedback, files_matched) = rank_in_time(run, parsed, plan, window, limits, need)
-                reading = query_reading(parsed, plan, feedback)
-                ranked = with_weighed_words(conn, reading, ranked)
-                groups = _first_groups(conn, ranked, wanted + 1, asking, loaded)
-                if len(groups) > wanted or window >= MAX_RANKED_FILES:
-                    break  # (past MAX_RANKED_FILES files of copies, further results are not looked for)
-                # Fewer texts than asked for: copies and deleted files took places. Rank further.
-                lost = len(loaded.sections) - len(groups)
-                if len(ranked) < window:
-                    if need >= wanted + 1 + lost:
-                        break  # the ranking has no more files
-                    need = wanted + 1 + lost  # keywords: files with only some of the words may follow
-                else:
-                    window = min(MAX_RANKED_FILES, max(2 * window, (wanted + 1) * len(loaded.sections) // max(1, len(groups))))
+            plan, (ranked, feedback, files_matched), reading, groups = _rank_enough(run, parsed, plan, asking, limits, loaded)
             sections, gone, changed = loaded.sections, loaded.gone, loaded.changed
             page = groups[asking.offset:wanted]
             leaders = loaded.with_text(conn, [group[0][0] for group in page])
             # Snippets highlight the user's own words; a file found only by feedback words is shown
             # with those.
-            snippet_text = _snippets(conn, [plan.shown, [_quote([w]) for w in feedback]], leaders)
+            snippet_text = section_snippets(conn, [plan.shown, [quote([w]) for w in feedback]], leaders)
             suggestions = [] if ranked or asking.offset else suggest(conn, parsed)
     except sqlite3.Error as exc:
         if database.is_interruption(exc):
@@ -850,6 +197,33 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
         "next_offset": asking.offset + kept if has_more else None,
         "warnings": warnings, "query_read": reading, "suggestions": suggestions,
     }, outdated
+
+
+def _rank_enough(
+    run: Searching, parsed: ParsedQuery, plan: MatchPlan, asking: Asking, limits: Limits, loaded: Loaded
+) -> tuple[MatchPlan, Ranking, QueryReading, list[list[tuple[int, float]]]]:
+    """Rank until the groups of copies (_first_groups) fill the page asked for and one more, ranking
+    further while copies and deleted files take places, up to MAX_RANKED_FILES files: the plan
+    ranked, its ranking, how the query was read, and the groups, best first."""
+    wanted = asking.offset + asking.limit
+    window = min(wanted * COLLAPSE_WINDOW, MAX_RANKED_FILES) if asking.collapse else wanted + 1
+    need = wanted + 1  # results: one more tells whether more follow
+    while True:
+        plan, (ranked, feedback, files_matched) = rank_in_time(run, parsed, plan, window, limits, need)
+        reading = query_reading(parsed, plan, feedback)
+        ranked = with_weighed_words(run.conn, reading, ranked)
+        groups = _first_groups(run.conn, ranked, wanted + 1, asking, loaded)
+        if len(groups) > wanted or window >= MAX_RANKED_FILES:
+            break  # (past MAX_RANKED_FILES files of copies, further results are not looked for)
+        # Fewer texts than asked for: copies and deleted files took places. Rank further.
+        lost = len(loaded.sections) - len(groups)
+        if len(ranked) < window:
+            if need >= wanted + 1 + lost:
+                break  # the ranking has no more files
+            need = wanted + 1 + lost  # keywords: files with only some of the words may follow
+        else:
+            window = min(MAX_RANKED_FILES, max(2 * window, (wanted + 1) * len(loaded.sections) // max(1, len(groups))))
+    return plan, (ranked, feedback, files_matched), reading, groups
 
 
 @dataclass
@@ -884,9 +258,9 @@ def _first_groups(
     conn: sqlite3.Connection, ranked: list[tuple[int, float]], wanted: int, asking: Asking, loaded: Loaded
 ) -> list[list[tuple[int, float]]]:
     """The first ``wanted`` groups of ``ranked`` (fewer if it runs out), best first, each led by
-    its best-ranked file: files whose best section says the same (see _said) are one group;
-    without ``asking.collapse``, each file is its own. Sections are loaded as needed, in batches
-    that double, into ``loaded``; files that are gone are left out."""
+    its best-ranked file: files whose best section says the same (see sections.said_key) are one
+    group; without ``asking.collapse``, each file is its own. Sections are loaded as needed, in
+    batches that double, into ``loaded``; files that are gone are left out."""
     groups: dict[object, list[tuple[int, float]]] = {}
     position, batch = 0, wanted
     while position < len(ranked) and len(groups) < wanted:
@@ -915,28 +289,6 @@ def _outdated(freshness: Freshness | None, sections: dict[int, dict]) -> tuple[s
     return gone, changed
 
 
-#: What leads a section before what it says: YAML front matter, Markdown heading lines, blank lines.
-_LEAD = re.compile(r"(?:\s*---[^\S\n]*\n.*?\n(?:---|\.\.\.)[^\S\n]*(?:\n|\Z))?(?:[^\S\n]*(?:#{1,6}(?:[^\S\n][^\n]*)?)?(?:\n|\Z))*", re.S)
-
-
-#: How far into a section its lead (front matter, headings) is looked for.
-MAX_LEAD_CHARS = 4096
-
-
-def said_key(body: str) -> bytes:
-    """A short digest of what a section says (_said): sections whose keys are equal are copies of
-    one text. Made when a file is indexed, so a search groups copies without reading them."""
-    return hashlib.blake2b(_said(body).encode("utf-8", "surrogatepass"), digest_size=8).digest()
-
-
-def _said(body: str) -> str:
-    """What a section says, to tell copies apart: its text after its front matter and heading lines
-    (versioned copies of a page differ in a date or a title holding the version); the text itself
-    if nothing else is left. Only the start is looked at: a section starts at its heading."""
-    said = body[_LEAD.match(body, 0, MAX_LEAD_CHARS).end():].rstrip()
-    return said or body
-
-
 @dataclass
 class Limits:
     """When a search's SQLite work must stop: the caller cancelled it, it passed its deadline, or
@@ -958,15 +310,15 @@ def rank_in_time(
 ) -> tuple[MatchPlan, Ranking]:
     """rank(), with each attempt at a question bounded in time (QUESTION_ATTEMPTS): bm25 reads every
     position of every word of a question in the sections it matches, and how densely a word fills
-    them is something fit_question's estimate cannot see. An attempt that runs out is made again
-    with the question's rarest words only; the reply names the words left out. Returns the plan
-    that was ranked, with its ranking."""
+    them is something query.fit_question's estimate cannot see. An attempt that runs out is made
+    again with the question's rarest words only; the reply names the words left out. Returns the
+    plan that was ranked, with its ranking."""
     steps = QUESTION_ATTEMPTS if plan.question else ((math.inf, 1.0),)
     original = plan
     for number, (seconds, share) in enumerate(steps):
         left_out: list[str] = []
         if number:
-            plan, left_out = _rarest_words(run.conn, original, share)
+            plan, left_out = rarest_words(run.conn, original, share)
         limits.attempt_ends = time.monotonic() + seconds
         try:
             ranking = rank(run, parsed, plan, limit, need)
@@ -975,7 +327,7 @@ def rank_in_time(
                 raise
             if not run.conn.in_transaction:  # SQLite ended the snapshot with the interrupted write
                 run.conn.execute("BEGIN")
-                run = replace(run, scope=_scope(run.conn, plan, run.filters))
+                run = replace(run, scope=search_scope(run.conn, plan, run.filters)[0])
             continue
         finally:
             limits.attempt_ends = math.inf
@@ -983,19 +335,6 @@ def rank_in_time(
             parsed.warnings.append(f"the question took too long to rank with all its words; these were left out: {', '.join(left_out)}")
         return plan, ranking
     raise AssertionError("the last of QUESTION_ATTEMPTS has no time limit")
-
-
-def _rarest_words(conn: sqlite3.Connection, plan: MatchPlan, share: float) -> tuple[MatchPlan, list[str]]:
-    """The question's plan with only the rarest ``share`` of its words (at least one) and none of
-    its prefix* terms (which cost the same in every attempt), and what was left out."""
-    words = list(dict.fromkeys(part for part in plan.shown if not part.endswith("*")))
-    rows = dict(zip(words, database.estimated_rows_each(conn, words, QUESTION_SAMPLE_FILES)))
-    # A word not in the sample may be in no file at all (quick to tell: its doclist is short).
-    present = [w for w in words if rows[w] or database.first_section_matching(conn, w) is not None] or words
-    kept = set(sorted(present, key=rows.__getitem__)[: max(1, int(len(present) * share))])
-    parts = [part for part in plan.shown if part in kept]
-    left_out = [part.replace('"', "") for part in dict.fromkeys(plan.shown) if part not in kept]
-    return replace(plan, precise=highlight_match(parts), shown=tuple(parts)), left_out
 
 
 #: A score below this came from words FTS5 gave no weight (see with_weighed_words).
@@ -1034,7 +373,7 @@ def _sections_holding(conn: sqlite3.Connection, words: Sequence[str], stems: Seq
     holds, counted among the first QUESTION_SAMPLE_FILES files (all of a smaller index) and
     scaled: counting a common word exactly reads its whole doclist, ~10 ms at 100k files."""
     stem_of = dict(zip(words, stems))
-    counts = database.estimated_rows_each(conn, [_quote([w]) for w in stem_of], QUESTION_SAMPLE_FILES)
+    counts = database.estimated_rows_each(conn, [quote([w]) for w in stem_of], QUESTION_SAMPLE_FILES)
     held: dict[str, int] = {}
     for stem, count in zip(stem_of.values(), counts):
         if count:
@@ -1046,51 +385,6 @@ def _nothing_to_search(parsed: ParsedQuery) -> str:
     if parsed.warnings:
         return f"nothing was left to search for: {'; '.join(parsed.warnings)}"
     return "the query has no words to search for (only punctuation, symbols or operators)"
-
-
-def plan_within_bounds(conn: sqlite3.Connection, parsed: ParsedQuery) -> MatchPlan:
-    """The query's plan, after its costly phrases are loosened and a costly question is fitted;
-    what was changed is added to the query's warnings."""
-    fit_phrases(conn, parsed)
-    plan, notes = fit_question(conn, build_match(parsed))
-    parsed.warnings.extend(notes)
-    return plan
-
-
-def fit_phrases(conn: sqlite3.Connection, parsed: ParsedQuery) -> None:
-    """Loosen the phrases (quoted, compounds, excluded, or a query of stopwords only searched as
-    one) whose words are together in so many sections that checking their order would be slow (see
-    PHRASE_MAX_COST), costliest first: a phrase is searched as its rarest word, an excluded one is
-    not applied, a query of stopwords only skips its phrase."""
-    groups: list[tuple[str, int, list[str]]] = [
-        (kind, number, words)
-        for kind, parts in (("phrase", parsed.phrases), ("term", parsed.terms), ("excluded", parsed.excluded))
-        for number, words in enumerate(parts) if len(words) > 1
-    ]
-    if parsed.terms and all(_is_stopword(t) for t in parsed.terms) and len(parsed.terms) > MAX_AND_TERMS:
-        groups.append(("stopwords", 0, [w for t in parsed.terms for w in t][:MAX_PHRASE_WORDS]))
-    if sum(len(group) for _, _, group in groups) <= PHRASE_FREE_WORDS:
-        return
-    words = list(dict.fromkeys(w for _, _, group in groups for w in group))
-    together = [" AND ".join(_quote([w]) for w in dict.fromkeys(group)) for _, _, group in groups]
-    estimates = database.estimated_rows_each(conn, [*together, *(_quote([w]) for w in words)], QUESTION_SAMPLE_FILES)
-    rows_of = dict(zip(words, estimates[len(groups):]))
-    costs = [rows * len(group) for rows, (_, _, group) in zip(estimates, groups)]
-    while sum(costs) > PHRASE_MAX_COST:
-        costliest = max(range(len(groups)), key=costs.__getitem__)
-        costs[costliest] = 0
-        kind, number, group = groups[costliest]
-        shown, rarest = " ".join(group), min(group, key=rows_of.__getitem__)
-        if kind == "excluded":
-            parsed.excluded[number] = []
-            parsed.warnings.append(f'-"{shown}" was not applied: its words are in too many sections to match them in order quickly')
-        elif kind == "stopwords":
-            parsed.stopword_phrase = False
-            parsed.warnings.append("a query of stopwords only was not searched as a phrase: its words are in too many sections")
-        else:
-            (parsed.phrases if kind == "phrase" else parsed.terms)[number] = [rarest]
-            parsed.warnings.append(f'"{shown}" was searched as its rarest word {rarest!r}: its words are in too many sections to match them in order quickly')
-    parsed.excluded = [words for words in parsed.excluded if words]
 
 
 #: A query that finds nothing gets up to MAX_SUGGESTIONS words of the index close to its words:
@@ -1162,7 +456,7 @@ def _edits_within(a: str, b: str, most: int) -> int | None:
 def _spelling(conn: sqlite3.Connection, stem: str, word: str) -> str:
     """A word of the index's text that FTS5 stems to ``stem``, found through ``word`` (which stems
     to it); ``word`` itself if none is found."""
-    rowid = database.first_section_matching(conn, _quote([word]))
+    rowid = database.first_section_matching(conn, quote([word]))
     section = database.load_sections(conn, [rowid]).get(rowid) if rowid is not None else None
     if section is None:
         return word
@@ -1189,7 +483,7 @@ StopCheck = Callable[[], bool] | None
 @dataclass(frozen=True)
 class Searching:
     """What the steps of one search share: the index, the caller's connection (inside the search's
-    snapshot), when to stop, and the files it may return (see _scope)."""
+    snapshot), when to stop, and the files it may return (see filters.search_scope)."""
 
     db_path: Path
     conn: sqlite3.Connection
@@ -1380,160 +674,9 @@ def _words(text: str) -> list[str]:
     return [w for w in _WORD.findall(text) if len(w) <= MAX_TERM_CHARS]
 
 
-def _snippets(conn: sqlite3.Connection, highlights: Sequence[Sequence[str]], sections: dict[int, dict]) -> dict[int, str]:
-    """Each section's snippet, highlighting the first of ``highlights`` (lists of quoted words,
-    phrases and prefix* terms) that it matches; from a window of a long section (see
-    SNIPPET_WINDOW_CHARS)."""
-    shown: dict[int, str] = {}
-    for parts in highlights:
-        bodies = {rowid: section["body"] for rowid, section in sections.items() if rowid not in shown}
-        if not parts or not bodies:
-            continue
-        match = highlight_match(parts)
-        words = list(dict.fromkeys(part.strip('*"').split(" ")[0].lower() for part in parts))[:SNIPPET_MAX_WORDS]
-        windows = {rowid: snippet_window(body, words) for rowid, body in bodies.items()}
-        while windows:
-            texts = {
-                rowid: (sections[rowid]["title"], sections[rowid]["heading"], bodies[rowid][start:end])
-                for rowid, (start, end) in windows.items()
-            }
-            for rowid, text in database.snippets(conn, match, texts, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS).items():
-                shown[rowid] = _with_ellipses(text, windows[rowid], len(bodies[rowid]))
-            # A window FTS5 does not match (its finds were other words) is tried again whole.
-            windows = {
-                rowid: (0, len(bodies[rowid]))
-                for rowid, window in windows.items()
-                if rowid not in shown and window != (0, len(bodies[rowid]))
-            }
-    return shown
-
-
-def _with_ellipses(text: str, window: tuple[int, int], length: int) -> str:
-    """FTS5 marks only the cuts it made; a window's own cuts are marked here."""
-    start, end = window
-    lead = ELLIPSIS if start > 0 and not text.startswith(ELLIPSIS) else ""
-    tail = ELLIPSIS if end < length and not text.endswith(ELLIPSIS) else ""
-    return lead + text + tail
-
-
-def snippet_window(body: str, words: Sequence[str]) -> tuple[int, int]:
-    """(start, end) of the part of ``body`` to make a snippet from: all of it if it is short or if
-    none of ``words`` (lowercase) starts a word in it (see SNIPPET_WINDOW_CHARS)."""
-    if len(body) <= 2 * SNIPPET_WINDOW_CHARS:
-        return 0, len(body)
-    lowered = body.lower()
-    if len(lowered) != len(body):  # a few characters change length in lower(): offsets would differ
-        return 0, len(body)
-    finds: list[tuple[int, int]] = []
-    for number, word in enumerate(words):
-        at, found = lowered.find(word), 0
-        while at >= 0 and found < SNIPPET_MAX_FINDS:
-            if at == 0 or not lowered[at - 1].isalnum():
-                finds.append((at, number))
-                found += 1
-            at = lowered.find(word, at + len(word))
-    if not finds:
-        return 0, len(body)
-    finds.sort()
-    # The finds within SNIPPET_CLUSTER_CHARS of each find, counted per word as the span slides.
-    best, best_distinct, last = 0, 0, 0
-    in_span: Counter[int] = Counter()
-    for at, number in finds:
-        while last < len(finds) and finds[last][0] < at + SNIPPET_CLUSTER_CHARS:
-            in_span[finds[last][1]] += 1
-            last += 1
-        if len(in_span) > best_distinct:  # ties go to the earliest, as in FTS5's own choice
-            best, best_distinct = at, len(in_span)
-        in_span[number] -= 1
-        if not in_span[number]:
-            del in_span[number]
-    start = min(max(0, best - (SNIPPET_WINDOW_CHARS - SNIPPET_CLUSTER_CHARS) // 2), len(body) - SNIPPET_WINDOW_CHARS)
-    end = start + SNIPPET_WINDOW_CHARS
-    # Cut at whitespace, so that no word is shown in part.
-    space = _SPACE.search(body, start, best) if start > 0 else None
-    start = space.end() if space else start
-    last_space = max(body.rfind(" ", best, end), body.rfind("\n", best, end))
-    end = last_space if end < len(body) and last_space > best else end
-    return start, end
-
-
-#: Characters a reply shows as U+FFFD: controls (but tab and line ends), which JSON would spell out
-#: six times longer and which mean nothing to a reader, and the private-use characters that mark
-#: matches here, so that a file's own copy of them never reads as a match. One for one: offsets hold.
-_UNSHOWABLE = dict.fromkeys([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0), ord(_MARK_OPEN), ord(_MARK_CLOSE)], "\ufffd")
-#: Finds one of them: most text has none, and a search is far cheaper than translate() over it.
-_HAS_UNSHOWABLE = re.compile("[" + "".join(map(chr, _UNSHOWABLE)) + "]")
-
-
-def visible_text(text: str) -> str:
-    """``text`` as a reply may show it (_UNSHOWABLE)."""
-    return text.translate(_UNSHOWABLE) if _HAS_UNSHOWABLE.search(text) else text
-
-
-def showable(section: dict[str, object]) -> dict[str, object]:
-    """A loaded section with its text, heading and title as a reply may show them (visible_text)."""
-    return {key: visible_text(value) if key in ("body", "title", "heading") else value for key, value in section.items()}
-
-
 def _result(group: list[tuple[int, float]], sections: dict[int, dict], snippets: dict[int, str], changed: set[int]) -> SearchHit:
     """The hit for a group of files holding one text (see _first_groups): its first file's."""
     (rowid, score), others = group[0], [str(sections[other]["path"]) for other, _ in group[1:]]
-    hit = _hit(sections[rowid], snippets.get(rowid, ""), score)
+    hit = section_hit(sections[rowid], snippets.get(rowid, ""), score)
     hit.update(stale=rowid in changed, also_in=others[:MAX_ALSO_IN], also_in_count=len(others))
     return hit
-
-
-def _hit(section: dict, snippet: str, score: float) -> SearchHit:
-    body: str = section["body"]
-    start, end = _snippet_lines(body, snippet, section["start_line"], section["end_line"])
-    # The file's own "**" is escaped before the cut, so the cut bounds what is shown.
-    text = bounded_snippet(" ".join(snippet.split()).replace(HIGHLIGHT, ESCAPED_HIGHLIGHT))
-    text = text.replace(_MARK_OPEN, HIGHLIGHT).replace(_MARK_CLOSE, HIGHLIGHT)
-    modified = datetime.fromtimestamp(section["mtime_ns"] / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
-    return {
-        "path": section["path"],
-        "title": section["title"],
-        "heading": section["heading"],
-        "snippet": text,
-        "score": round(max(score, 1e-6), 6),
-        "line_start": start,
-        "line_end": end,
-        "last_modified": modified,
-        "stale": False,
-        "also_in": [],
-        "also_in_count": 0,
-    }
-
-
-def bounded_snippet(text: str) -> str:
-    """``text`` (a snippet with its matches between the private markers) cut to SNIPPET_MAX_CHARS
-    characters around its first match, at spaces where there are any, with … at each cut; a
-    match cut in two is closed. FTS5 cuts snippets by tokens, and a token can be very long."""
-    if len(text) <= SNIPPET_MAX_CHARS:
-        return text
-    first = max(text.find(_MARK_OPEN), 0)
-    # start <= first < end: the first match is always shown.
-    start = max(0, min(first - SNIPPET_MAX_CHARS // 4, len(text) - SNIPPET_MAX_CHARS))
-    end = start + SNIPPET_MAX_CHARS
-    if start > 0:
-        space = text.find(" ", start, first)
-        start = space + 1 if space >= 0 else start
-    if end < len(text):
-        space = text.rfind(" ", first, end)
-        end = space if space > first else end
-    cut = text[start:end].strip(ELLIPSIS)
-    if cut.count(_MARK_OPEN) > cut.count(_MARK_CLOSE):
-        cut += _MARK_CLOSE
-    lead = ELLIPSIS if start > 0 or text.startswith(ELLIPSIS) else ""
-    tail = ELLIPSIS if end < len(text) or text.endswith(ELLIPSIS) else ""
-    return lead + cut + tail
-
-
-def _snippet_lines(body: str, snippet: str, first: int, last: int) -> tuple[int, int]:
-    """Lines of the file that the snippet shows; the section's range if it cannot be located."""
-    clean = snippet.replace(_MARK_OPEN, "").replace(_MARK_CLOSE, "").strip("…").strip()
-    at = body.find(clean) if clean else -1
-    if at < 0:
-        return first, last
-    start = first + body.count("\n", 0, at)
-    return start, min(last, start + clean.count("\n"))

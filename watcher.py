@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from file_utils import listed_in_source
+from models import WatchState
 
 logger = logging.getLogger(__name__)
 
@@ -87,17 +88,6 @@ MAX_WAIT_SECONDS = 86_400.0
 
 class WatchUnavailable(Exception):
     """The source cannot be watched (not Linux, no inotify, or a kernel limit reached)."""
-
-
-@dataclass
-class WatchState:
-    """What status says about watching."""
-
-    #: True while edits are picked up as they happen.
-    active: bool = False
-    folders: int = 0
-    #: Why not (or no longer) watching, and what to do about it; None while watching.
-    problem: str | None = None
 
 
 @dataclass

@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
-FILES = 300  # more than indexer.PROCESS_LOADING_MIN_FILES: the loader processes run
+FILES = 300  # more than loader.PROCESS_LOADING_MIN_FILES: the loader processes run
 
 
 async def call(client: Client, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -24,7 +24,8 @@ import database  # noqa: E402
 import floor  # noqa: E402
 from exceptions import FileSkipped  # noqa: E402
 from file_utils import decode_text, read_regular_file  # noqa: E402
-from indexer import BATCH_BYTES, split_sections  # noqa: E402
+from indexer import BATCH_BYTES  # noqa: E402
+from sections import split_sections  # noqa: E402
 
 
 

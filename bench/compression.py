@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from file_utils import decode_text  # noqa: E402
-from indexer import split_sections  # noqa: E402
+from sections import split_sections  # noqa: E402
 
 
 def with_settings(level: int, wbits: int = 15, mem_level: int = 8, strategy: int = zlib.Z_DEFAULT_STRATEGY) -> Callable[[bytes], bytes]:

@@ -10,7 +10,7 @@ has a million attributes (``docx``, 11 MB of XML).
 For each, two child processes of the code in DIR (default: this tree; point it at an older copy,
 e.g. ``git archive HEAD | tar -x -C /tmp/old``, to measure before a change):
 
-- ``extract``: ``indexer.file_content`` on the file's bytes (what a loader and get_document do);
+- ``extract``: ``sections.file_content`` on the file's bytes (what a loader and get_document do);
 - ``index``: ``main.py index`` on a folder holding only that file (its loaders are its children).
 
 Each reports wall seconds, peak RSS (the largest of the process and the children it waited for), and
@@ -130,10 +130,10 @@ import sys
 sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 from exceptions import FileSkipped
-import indexer
+import sections
 for path in sys.argv[2:]:
     try:
-        content = indexer.file_content(Path(path).name, Path(path).read_bytes())
+        content = sections.file_content(Path(path).name, Path(path).read_bytes())
         print("text", len(content.padded))
     except FileSkipped as skipped:
         print("skipped", skipped.reason, skipped.detail)

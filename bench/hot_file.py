@@ -23,8 +23,8 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent))
 
-from indexer import read_status  # noqa: E402
 from models import ServerConfig  # noqa: E402
+from status import read_status  # noqa: E402
 from watch import cpu_seconds, until_found  # noqa: E402
 
 MAIN = BENCH.parent / "main.py"

@@ -31,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import relevance  # noqa: E402
 import search as search_module  # noqa: E402
 from database import TOKENIZER  # noqa: E402
-from search import parse_query, search  # noqa: E402
+from query import build_match, parse_query  # noqa: E402
+from search import search  # noqa: E402
 
 #: Planted in 90% of the files; added to every question of the second group.
 COMMON_WORD = "system"
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = statistics.median(times["search"]) / statistics.median(times["floor"])
         with_feedback = sum(
             1 for q in queries
-            if search_module.build_match(parse_query(q)).question and search(db_path, q, 10)["files_matched"] <= search_module.FEEDBACK_MAX_FILES
+            if build_match(parse_query(q)).question and search(db_path, q, 10)["files_matched"] <= search_module.FEEDBACK_MAX_FILES
         )
         print(f"| {name} | {with_feedback}/{len(queries)} | {cells} | {ratio:.2f} |", flush=True)
     return 0

@@ -1,7 +1,7 @@
 """Compare ranking variants on test collections (the experiments behind the README's Ranking section).
 
-Each variant changes one thing in search.py for the length of a run (a patched constant or
-function), then the collection's queries go through ``search.search`` as in
+Each variant changes one thing in search.py or query.py for the length of a run (a patched
+constant or function), then the collection's queries go through ``search.search`` as in
 bench/relevance.py. ``plain`` is the reference: a plain FTS5 table of the raw files, all query
 words OR-ed, ordered by bm25.
 
@@ -16,23 +16,24 @@ import logging
 import sqlite3
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import query  # noqa: E402
 import relevance  # noqa: E402
 import search  # noqa: E402
 from database import TOKENIZER  # noqa: E402
-from search import _quote, build_match  # noqa: E402
+from query import build_match, quote  # noqa: E402
 
 
-def phrases_required(parsed: search.ParsedQuery) -> search.MatchPlan:
+def phrases_required(parsed: query.ParsedQuery) -> query.MatchPlan:
     """As before this change: a question's "phrases" and prefix* terms must all match."""
     plan = build_match(parsed)
-    required = [_quote(p) for p in parsed.phrases] + [_quote([p]) + "*" for p in parsed.prefixes]
+    required = [quote(p) for p in parsed.phrases] + [quote([p]) + "*" for p in parsed.prefixes]
     if not plan.question or not required:
         return plan
     return replace(plan, precise=f"({' AND '.join(required)}) AND {plan.precise}")
@@ -40,17 +41,16 @@ def phrases_required(parsed: search.ParsedQuery) -> search.MatchPlan:
 
 @contextmanager
 def patched(**changes: object) -> Iterator[None]:
-    if not changes:
-        yield
-        return
-    with mock.patch.multiple(search, **changes):
+    with ExitStack() as stack:
+        for name, value in changes.items():  # each where it is looked up: the query's plan or its ranking
+            stack.enter_context(mock.patch.object(query if hasattr(query, name) else search, name, value))
         yield
 
 
-#: name -> (what it changes, patches to search.py). Earlier rounds are this script at the commits
-#: that made them: d1d48c6 (compounds, stopwords, repeated words, bigram phrases, term cap) and
-#: 00324d3 (the configuration before #12). The rows of the README's Ranking table marked "D" are
-#: these variants of the current configuration.
+#: name -> (what it changes, patches to search.py or query.py). Earlier rounds are this script at
+#: the commits that made them: d1d48c6 (compounds, stopwords, repeated words, bigram phrases, term
+#: cap) and 00324d3 (the configuration before #12). The rows of the README's Ranking table marked
+#: "D" are these variants of the current configuration.
 VARIANTS: dict[str, tuple[str, dict[str, object]]] = {
     "current": ("as committed", {}),
     "no feedback": ("questions without pseudo-relevance feedback", {"feedback_words": lambda *_: []}),
@@ -97,7 +97,7 @@ def plain_ranker(collection: Path, index_dir: Path, unique: bool) -> relevance.R
             words = list(dict.fromkeys(w.lower() for w in words))
         if not words:
             return []
-        match = " OR ".join(_quote([w]) for w in words)
+        match = " OR ".join(quote([w]) for w in words)
         rows = conn.execute("SELECT rowid FROM plain WHERE plain MATCH ? ORDER BY bm25(plain) LIMIT ?", (match, limit))
         return [str(r[0]) for r in rows]
 

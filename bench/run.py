@@ -46,10 +46,13 @@ sys.path[:0] = [str(REPO), str(BENCH)]
 
 import floor  # noqa: E402
 from database import IndexWriter  # noqa: E402
+from documents import document_reply  # noqa: E402
 from exceptions import ArgumentError  # noqa: E402
-from indexer import TextIndexer, document_reply  # noqa: E402
+from indexer import TextIndexer  # noqa: E402
+from filters import read_filters  # noqa: E402
 from models import ServerConfig  # noqa: E402
-from search import STOPWORDS, Freshness, read_filters, search  # noqa: E402
+from query import STOPWORDS  # noqa: E402
+from search import Freshness, search  # noqa: E402
 
 MAIN = str(REPO / "main.py")
 QUERY_CLASSES = ("common", "rare", "phrase", "prefix", "two_terms", "question")
@@ -331,7 +334,7 @@ def floor_document(path: Path) -> list[str]:
 
 
 def measure_documents(corpus: Path, config: ServerConfig, repeat: int = 3) -> dict:
-    """get_document (indexer.document_reply) on DOCUMENT_FILES files spread over the index: the
+    """get_document (documents.document_reply) on DOCUMENT_FILES files spread over the index: the
     whole file, the middle heading of its outline, and 20 lines from its middle, each alternated
     with the floor on the same file."""
     paths = [path for path, _ in indexed_paths(config.db_path)]

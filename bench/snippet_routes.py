@@ -27,6 +27,8 @@ from run import choose_queries, timed  # noqa: E402
 
 import database  # noqa: E402
 import search  # noqa: E402
+from query import build_match, parse_query  # noqa: E402
+from snippets import SNIPPET_TOKENS  # noqa: E402
 
 EXTERNAL = f"""
 CREATE VIEW IF NOT EXISTS section_text AS SELECT s.id AS id, f.title AS title, s.heading AS heading,
@@ -62,8 +64,8 @@ def main() -> None:
     conn.create_function("decompress", 1, database.decompress, deterministic=True)
     print(f"{'query':<12}{'temp':>8}{'ext/row':>9}{'ext IN':>8}{'seek':>7}")
     for name, spec in choose_queries(args.corpus).items():
-        parsed = search.parse_query(spec["query"])
-        plan = search.build_match(parsed)
+        parsed = parse_query(spec["query"])
+        plan = build_match(parsed)
         with database.snapshot(conn):
             ranking = search.rank(search.Searching(copy, conn), parsed, plan, 10)
         times = time_routes(conn, plan.precise, [rowid for rowid, _ in ranking[0]], args.repeat)
@@ -78,7 +80,7 @@ def time_routes(conn: sqlite3.Connection, match: str, rowids: list[int], repeat:
     in_list = f"SELECT snippet(ext_fts, 2, '[', ']', '…', 32) FROM ext_fts WHERE ext_fts MATCH ? AND rowid IN ({','.join('?' * len(rowids))})"
     seek = "SELECT rowid FROM sections_fts WHERE sections_fts MATCH ? AND rowid = ?"
     return [
-        p50(lambda: database.snippets(conn, match, texts, ("[", "]"), search.SNIPPET_TOKENS), repeat),
+        p50(lambda: database.snippets(conn, match, texts, ("[", "]"), SNIPPET_TOKENS), repeat),
         p50(lambda: [conn.execute(per_row, (match, rowid)).fetchall() for rowid in rowids], repeat),
         p50(lambda: conn.execute(in_list, (match, *rowids)).fetchall(), repeat),
         p50(lambda: [conn.execute(seek, (match, rowid)).fetchall() for rowid in rowids], repeat),

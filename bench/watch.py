@@ -27,9 +27,9 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH.parent))
 
-from indexer import read_status  # noqa: E402
 from models import ServerConfig  # noqa: E402
 from search import search  # noqa: E402
+from status import read_status  # noqa: E402
 
 MAIN = BENCH.parent / "main.py"
 POLL_SECONDS = 0.005

@@ -1,4 +1,4 @@
-"""The worst query the bounds in search.py allow, timed on a real index.
+"""The worst query the bounds in query.py allow, timed on a real index.
 
     python bench/worst_query.py --corpus DIR [--work DIR] [--repeat 3] [--json OUT]
 
@@ -30,9 +30,9 @@ REPO = BENCH.parent
 sys.path[:0] = [str(REPO), str(BENCH)]
 
 import run  # noqa: E402
-import search as search_module  # noqa: E402
 from models import ServerConfig  # noqa: E402
-from search import STOPWORDS, search  # noqa: E402
+from query import MAX_PHRASE_WORDS, MAX_PREFIXES, MAX_QUERY_TERMS, STOPWORDS  # noqa: E402
+from search import search  # noqa: E402
 
 
 def build_index(corpus: Path, work: Path) -> Path:
@@ -45,7 +45,7 @@ def build_index(corpus: Path, work: Path) -> Path:
 
 
 def costly_queries(corpus: Path) -> dict[str, str]:
-    """Query shapes that push each bound in search.py to its limit, from this corpus's words."""
+    """Query shapes that push each bound in query.py to its limit, from this corpus's words."""
     sample, df, pairs = run.word_statistics(corpus)
     by_df = [w for w, _ in df.most_common() if w.isalpha()]
     common_pairs = [f'"{a} {b}"' for (a, b), _ in pairs.most_common(32)]
@@ -57,8 +57,8 @@ def costly_queries(corpus: Path) -> dict[str, str]:
     for word, count in df.items():
         if len(word) >= 3 and word.isalpha():
             starts[word[:3]] += count
-    prefixes = [p for p, _ in starts.most_common(search_module.MAX_PREFIXES)]
-    terms, phrase_words = search_module.MAX_QUERY_TERMS, search_module.MAX_PHRASE_WORDS
+    prefixes = [p for p, _ in starts.most_common(MAX_PREFIXES)]
+    terms, phrase_words = MAX_QUERY_TERMS, MAX_PHRASE_WORDS
     common_phrase = " ".join(by_df[:phrase_words])
     phrases = terms // phrase_words
     return {

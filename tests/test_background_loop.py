@@ -15,10 +15,11 @@ import pytest
 
 import main
 from database import IndexWriter
-from indexer import TextIndexer, read_status, watched_folder
+from indexer import TextIndexer, watched_folder
 from models import ServerConfig
 from reliability_helpers import MAIN_PY, rel_mount_tmpfs, rel_umount
 from search import search
+from status import read_status
 from tests.conftest import write
 from watcher import HOT_FIRST_WAIT, HOT_MAX_WAIT, SETTLE_SECONDS, Pacing, SourceWatcher
 

@@ -18,6 +18,27 @@ def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
     return subprocess.run([sys.executable, str(MAIN_PY), *args], capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
+def run_on_terminal(*args: str, stream: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run main.py with its ``stream`` ("stdout" or "stderr") a terminal (a pty), the other one
+    discarded: its exit code, and what the terminal was sent."""
+    controller, terminal = pty.openpty()
+    streams = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, stream: terminal}
+    with subprocess.Popen([sys.executable, str(MAIN_PY), *args], stdin=subprocess.DEVNULL, env=env, **streams) as process:
+        os.close(terminal)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(controller, 4096)
+            except OSError:  # EIO: the process closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+        code = process.wait(60)
+    os.close(controller)
+    return code, shown.decode()
+
+
 def test_index_search_status_round_trip(source: Path, tmp_path: Path) -> None:
     write(source, "ops/firewall.md", "# Firewall\n\nOpen port 22 with ufw allow.\n")
     write(source, "shop.txt", "eggs and milk")
@@ -54,6 +75,7 @@ def test_cli_subcommands_do_not_import_the_mcp_sdk(source: Path, tmp_path: Path)
         "import sys; sys.path.insert(0, sys.argv[1]); import main;"
         "codes = [main.main(['index', '--source', sys.argv[2], '--index-dir', sys.argv[3]]),"
         " main.main(['search', 'alpha', '--source', sys.argv[2], '--index-dir', sys.argv[3]]),"
+        " main.main(['get', 'a.md', '--source', sys.argv[2], '--index-dir', sys.argv[3]]),"
         " main.main(['status', '--source', sys.argv[2], '--index-dir', sys.argv[3]])];"
         "loaded = sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.'));"
         "print(codes, loaded)"
@@ -62,7 +84,7 @@ def test_cli_subcommands_do_not_import_the_mcp_sdk(source: Path, tmp_path: Path)
         [sys.executable, "-c", probe, str(PROJECT_DIR), str(source), str(tmp_path / "idx")],
         capture_output=True, text=True, timeout=120,
     )
-    assert out.stdout.strip().endswith("[0, 0, 0] []"), out.stdout + out.stderr
+    assert out.stdout.strip().endswith("[0, 0, 0, 0] []"), out.stdout + out.stderr
 
 
 def test_serve_stops_on_ctrl_c_while_its_client_stays_connected(source: Path, tmp_path: Path) -> None:
@@ -147,25 +169,113 @@ def test_status_is_a_readable_layout(source: Path, tmp_path: Path) -> None:
 def test_index_draws_a_progress_bar_on_a_terminal(source: Path, tmp_path: Path) -> None:
     for number in range(50):
         write(source, f"n{number}.md", f"note {number}")
-    controller, terminal = pty.openpty()
-    with subprocess.Popen(
-        [sys.executable, str(MAIN_PY), "index", "--source", str(source), "--index-dir", str(tmp_path / "idx")],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=terminal,
-    ) as process:
-        os.close(terminal)
-        shown = b""
-        while True:
-            try:
-                chunk = os.read(controller, 4096)
-            except OSError:  # EIO: the process closed the terminal
-                break
-            if not chunk:
-                break
-            shown += chunk
-        assert process.wait(60) == 0
-    os.close(controller)
-    text = shown.decode()
+    code, text = run_on_terminal("index", "--source", str(source), "--index-dir", str(tmp_path / "idx"), stream="stderr")
+    assert code == 0
     assert "\r\x1b[K" in text and f"[{'#' * 30}] 50/50 files" in text, text
     # Log lines and the summary start on a line of their own: the bar is cleared or left first.
     assert re.search(r"\r\x1b\[K[^\r\n]*INFO indexer: scan done", text), text
     assert re.search(r"(\n|\x1b\[K)indexed 50 files", text), text
+
+
+GUIDE = "# Guide\n\nintro line\n\n## Install\n\nstep one\nstep two\n\n## Use\n\nrun it\n"
+
+
+def test_get_prints_a_file_or_a_part_of_it(source: Path, tmp_path: Path) -> None:
+    write(source, "docs/guide.md", GUIDE)
+    write(source, "odd.txt", "tab\there\nbidi \u202e here\n")
+    idx = ["--source", str(source), "--index-dir", str(tmp_path / "idx")]
+    lines = GUIDE.splitlines()
+    whole = run("get", "docs/guide.md", *idx)  # no index needed: the file is read from disk
+    assert whole.returncode == 0 and whole.stdout == GUIDE and whole.stderr == "", whole.stderr
+    assert run("get", str(source / "docs/guide.md"), *idx).stdout == GUIDE  # absolute inside the source
+    assert run("get", "docs/guide.md", "--heading", "Install", *idx).stdout == "\n".join(lines[4:9]) + "\n"
+    assert run("get", "docs/guide.md", "--lines", "3:3", *idx).stdout == "intro line\n"
+    assert run("get", "docs/guide.md", "--lines", "12:", *idx).stdout == "run it\n"
+    assert run("get", "docs/guide.md", "--lines", ":1", *idx).stdout == "# Guide\n"
+    assert run("get", "docs/guide.md", "--heading", "Install", "--lines", "7:", *idx).stdout == "step one\nstep two\n\n"
+    reply = json.loads(run("get", "docs/guide.md", "--json", *idx).stdout)
+    assert reply["text"] == GUIDE.rstrip("\n") and [entry["heading"] for entry in reply["outline"]] == ["Guide", "Guide > Install", "Guide > Use"]
+    # Tabs and line ends are the file's; a character that would reorder the terminal's text is shown escaped.
+    assert run("get", "odd.txt", *idx).stdout == "tab\there\nbidi \\u202e here\n"
+
+
+def test_get_says_how_to_read_on_and_that_reads_the_rest(source: Path, tmp_path: Path) -> None:
+    write(source, "guide.md", GUIDE)
+    write(source, "min.js", "x" * 50)
+    idx = ["--source", str(source), "--index-dir", str(tmp_path / "idx")]
+    shown, arguments = "", ["--lines", "1:"]
+    for _ in range(len(GUIDE)):
+        part = run("get", "guide.md", "--max-chars", "20", *arguments, *idx)
+        assert part.returncode == 0, part.stderr
+        shown += part.stdout
+        if not part.stderr:
+            break
+        assert part.stderr.count("\n") == 1 and part.stderr.startswith("main.py: lines "), part.stderr
+        arguments = re.search(r"read on with (--lines [0-9]+:)", part.stderr)[1].split()
+    assert shown == GUIDE
+    cut = run("get", "min.js", "--include-ext", ".js", "--max-chars", "20", *idx)
+    assert cut.stdout == "x" * 20 + "\n"
+    assert "lines 1-1 of 1 shown; read on with --lines 1: --start-char 20 and the same other arguments" in cut.stderr
+    rest = run("get", "min.js", "--include-ext", ".js", "--lines", "1:", "--start-char", "20", *idx)
+    assert rest.stdout == "x" * 30 + "\n" and rest.stderr == ""
+    ranged = run("get", "guide.md", "--lines", "3:8", "--max-chars", "10", *idx)
+    assert "read on with --lines 4:8 " in ranged.stderr  # the end asked for stays
+
+
+def test_get_errors_say_what_is_wrong(source: Path, tmp_path: Path) -> None:
+    write(source, "guide.md", GUIDE)
+    idx = ["--source", str(source), "--index-dir", str(tmp_path / "idx")]
+    missing = run("get", "gide.md", *idx)
+    assert missing.returncode == 1 and missing.stdout == ""
+    assert missing.stderr == "main.py: path: gide.md: no such file in the source directory\n"
+    spaced = run("get", "guide.md ", *idx)
+    assert spaced.returncode == 1 and "did you mean 'guide.md'" in spaced.stderr
+    outside = run("get", "../x.md", *idx)
+    assert outside.returncode == 1 and "refused" in outside.stderr
+    for bad, said in ((["--lines", "x"], "'x' is not A:B, A: or :B"), (["--lines", "3"], "is not A:B"),
+                      (["--lines", ":"], "is not A:B"), (["--max-chars", "many"], "invalid int value"),
+                      (["--lines", "0:2"], "main.py: --lines: lines are numbered from 1; got 0"),
+                      (["--lines", "99:"], "main.py: --lines: guide.md has 12 lines; start_line 99 is past its end"),
+                      (["--max-chars", "0"], "main.py: --max-chars: must be a whole number from 1 to 100,000, got 0"),
+                      (["--heading", "Nope"], "main.py: --heading: 'Nope' is not a heading of guide.md; its headings: Guide;")):
+        result = run("get", "guide.md", *bad, *idx)
+        assert result.returncode == 2 and said in result.stderr and result.stdout == "", (bad, result.stderr)
+        assert "Traceback" not in result.stderr
+
+
+def test_get_into_a_reader_that_stops_early_stops_quietly(source: Path, tmp_path: Path) -> None:
+    write(source, "big.txt", "".join(f"line {number} of a long file\n" for number in range(3000)))  # more than a pipe holds
+    command = [sys.executable, str(MAIN_PY), "get", "big.txt", "--max-chars", "100000", "--source", str(source), "--index-dir", str(tmp_path / "idx")]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as process:
+        assert process.stdout is not None and process.stderr is not None
+        assert process.stdout.readline() == b"line 0 of a long file\n"
+        process.stdout.close()  # as `| head -1` does
+        assert process.wait(60) == 141 and process.stderr.read() == b""
+
+
+def test_a_mistyped_command_names_the_one_meant(source: Path, tmp_path: Path) -> None:
+    typo = run("serach", "foo")
+    assert typo.returncode == 2 and typo.stdout == ""
+    assert typo.stderr == "main.py: unknown command 'serach'; did you mean 'search'?\n"
+    assert run("stauts").stderr == "main.py: unknown command 'stauts'; did you mean 'status'?\n"
+    other = run("frobnicate")
+    assert other.returncode == 2
+    assert other.stderr == "main.py: unknown command 'frobnicate'; the commands are serve, index, search, get, status (main.py --help)\n"
+    assert run("--help").returncode == 0 and run("get", "--help").returncode == 0
+    # Options first is still serve's (see test_serve_stops_on_ctrl_c...): a flag of no command is argparse's.
+    assert "unrecognized arguments: --lines" in run("--source", str(source), "--lines", "1:2").stderr
+
+
+def test_search_shows_matches_bold_on_a_terminal_and_plain_elsewhere(source: Path, tmp_path: Path) -> None:
+    write(source, "a.md", "the kumquat is **ripe** today")
+    idx = ["--source", str(source), "--index-dir", str(tmp_path / "idx")]
+    assert run("index", *idx).returncode == 0
+    piped = run("search", "kumquat", *idx)
+    assert piped.stdout.splitlines()[1] == "    the kumquat is **ripe** today"  # the file's own ** as it is
+    reply = json.loads(run("search", "kumquat", *idx, "--json").stdout)
+    assert reply["results"][0]["snippet"] == "the **kumquat** is \\*\\*ripe\\*\\* today"
+    colour = {name: value for name, value in os.environ.items() if name != "NO_COLOR"}
+    code, shown = run_on_terminal("search", "kumquat", *idx, stream="stdout", env=colour)
+    assert code == 0 and "    the \x1b[1mkumquat\x1b[0m is **ripe** today\r\n" in shown, shown
+    code, shown = run_on_terminal("search", "kumquat", *idx, stream="stdout", env={**colour, "NO_COLOR": "1"})
+    assert code == 0 and "    the kumquat is **ripe** today\r\n" in shown and "\x1b" not in shown, shown

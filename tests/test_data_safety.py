@@ -20,7 +20,7 @@ import pytest
 import indexer as indexer_module
 from database import IndexWriter, WriterLock, lock_path
 from exceptions import Cancelled, SourceUnavailableError
-from indexer import RACY_WINDOW_NS, TextIndexer, read_status
+from indexer import RACY_WINDOW_NS, TextIndexer
 from models import ScanProgress, ServerConfig
 from reliability_helpers import (
     MAIN_PY,
@@ -33,6 +33,7 @@ from reliability_helpers import (
     rel_unprivileged,
 )
 from search import search
+from status import read_status
 from tests.conftest import write
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from documents import MAX_OUTLINE_HEADINGS, document_reply
 from exceptions import ArgumentError
-from indexer import MAX_OUTLINE_HEADINGS, TextIndexer, document_reply
+from indexer import TextIndexer
 from models import ServerConfig
 from search import search
 from tests.conftest import write

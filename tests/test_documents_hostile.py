@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
+from documents import document_reply, read_document
 from exceptions import ArgumentError
-from indexer import document_reply, read_document
 from models import ServerConfig
 from tests.conftest import write
 from tests.test_mcp_stdio import call, server_params, wait_for

@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 
 from exceptions import ArgumentError
+import filters as filters_module
+from filters import read_filters
 from indexer import TextIndexer
 from models import ServerConfig
 import search as search_module
-from search import Freshness, read_filters, search
+from search import Freshness, search
 from tests.conftest import write
 
 PATHS = [
@@ -100,7 +102,7 @@ def test_dates_in_the_forms_python_3_11_reads(text: str) -> None:
 def filter_route(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both ways a filter is applied: as the list of its files, or per matching section (wide)."""
     if request.param == "looked_up":
-        monkeypatch.setattr(search_module, "MAX_LISTED_FILES", 0)
+        monkeypatch.setattr(filters_module, "MAX_LISTED_FILES", 0)
 
 
 @pytest.mark.usefixtures("filter_route")

@@ -20,11 +20,13 @@ from pathlib import Path
 import pytest
 
 from database import IndexWriter
+from documents import document_reply
 from exceptions import ArgumentError
 from formats import MAX_BLOCK_ELEMENTS, MAX_COMPRESSION_RATIO, MAX_TAG_ATTRIBUTES, PDF_TIMEOUT_SECONDS, extract
-from indexer import TextIndexer, document_reply, read_status
+from indexer import TextIndexer
 from models import ServerConfig
 from search import search
+from status import read_status
 from tests.conftest import PROJECT_DIR, write
 from tests.test_formats import (
     P_NS, W_NS, docx_bytes, epub_bytes, pdf_bytes, pptx_bytes, read, skipped, slide_xml, w_document, w_para, xhtml, zip_bytes,

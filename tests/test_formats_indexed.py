@@ -14,9 +14,11 @@ from pathlib import Path
 import pytest
 
 from database import IndexWriter
-from indexer import RACY_WINDOW_NS, TextIndexer, document_reply, read_status
+from documents import document_reply
+from indexer import RACY_WINDOW_NS, TextIndexer
 from models import ServerConfig
 from search import search
+from status import read_status
 from tests.conftest import write
 from tests.test_formats import docx_bytes, epub_bytes, odt_bytes, pptx_bytes, slide_xml, w_para, xhtml, zip_bytes
 

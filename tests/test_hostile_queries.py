@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from reliability_helpers import RelStdioServer, rel_run_main
 
 from exceptions import QueryError
-from search import MAX_QUERY_CHARS, search
+from query import MAX_QUERY_CHARS
+from search import search
 
 DOCS = {
     "ops.md": "# Operators\nAND OR NOT NEAR title body heading column filter caret star quote\n",

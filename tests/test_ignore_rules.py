@@ -21,10 +21,12 @@ import indexer as indexer_module
 from config import load_config
 from database import IndexWriter
 from exceptions import ConfigError, FileSkipped
-from file_utils import FileFilter, check_single_file, compile_rule, ignored_by_rules, walk_source
-from indexer import TextIndexer, read_status
+from file_utils import FileFilter, check_single_file, ignored_by_rules, walk_source
+from ignore_rules import PatternError, Rules, compile_exclude_patterns, compile_rule, parse_rules
+from indexer import TextIndexer
 from models import ServerConfig
 from search import search
+from status import read_status
 from tests.conftest import write
 
 GIT = shutil.which("git")
@@ -484,6 +486,23 @@ def test_invalid_utf8_and_pathological_patterns(source: Path, tmp_path: Path) ->
     assert "x.md" in found and latin1_name not in found
     rule = compile_rule("**/**/**/**/**/**/*a*a*a*a*a*a*a*a*b")
     assert rule is not None and rule.kind == "name" and "(?:[^/]*/)" not in rule.regex  # the "**/" collapse into one
+
+
+def test_the_engine_decides_from_the_rules_bytes_alone() -> None:
+    """ignore_rules is pure logic: a rule file's bytes in, each folder's verdicts out, no file system."""
+    gitignore = parse_rules(b"*.log\n!keep.log\nbuild/\ndoc/frotz\n", "", "ignored", ".gitignore")
+    top = Rules(None, (), ()).entered("", [gitignore])
+    here = top.matcher("")
+    assert here is not None
+    assert here.decide("app.log", "app.log", False) == "ignored" and here.decide("keep.log", "keep.log", False) is None
+    assert here.decide("build", "build", True) == "ignored" and here.decide("build", "build", False) is None
+    assert here.decide("frotz", "frotz", False) is None
+    in_doc = top.entered("doc/", []).matcher("doc/")
+    assert in_doc is not None and in_doc.decide("frotz", "doc/frotz", False) == "ignored"
+    patterns = compile_exclude_patterns(("drafts/",))
+    assert patterns is not None and Rules(patterns, (), ()).matcher("").decide("drafts", "drafts", True) == "excluded_pattern"
+    with pytest.raises(PatternError):
+        compile_exclude_patterns(("[unclosed",))
 
 
 # ---- random rules compared with git ---------------------------------------------------------------

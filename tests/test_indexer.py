@@ -13,18 +13,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from indexer import (
-    MAX_SECTION_CHARS,
-    MAX_TITLE_CHARS,
-    MIN_SECTION_CHARS,
-    PROCESS_LOADING_MIN_FILES,
-    RACY_WINDOW_NS,
-    TextIndexer,
-    read_status,
-    split_sections,
-)
+from formats import MAX_TITLE_CHARS
+from indexer import RACY_WINDOW_NS, TextIndexer
+from loader import PROCESS_LOADING_MIN_FILES
 from models import ServerConfig
 from search import search
+from sections import MAX_SECTION_CHARS, MIN_SECTION_CHARS, split_sections
+from status import read_status
 from tests.conftest import write
 
 FILL = "filler words " * (MIN_SECTION_CHARS // 13 + 1)  # a block long enough to be a section of its own

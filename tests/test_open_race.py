@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 import file_utils
+from documents import read_document
 from exceptions import ArgumentError, FileSkipped, UnsafePathError
 from file_utils import FileFilter, check_single_file, disk_signature, read_regular_file, resolve_user_path, walk_source
-from indexer import read_document
 from models import ServerConfig
 from watcher import SourceWatcher
 from tests.conftest import write

@@ -12,10 +12,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from exceptions import ArgumentError
+import filters as filters_module
+from filters import read_filters
 from indexer import TextIndexer
 from models import ServerConfig
-import search as search_module
-from search import read_filters, search
+from search import search
 from tests.conftest import write
 
 
@@ -67,7 +68,7 @@ def test_no_hint_when_the_case_is_not_why(config: ServerConfig, path: str, exten
 def test_the_hint_holds_when_filters_are_looked_up_per_section(
     about: None, config: ServerConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(search_module, "MAX_LISTED_FILES", 0)
+    monkeypatch.setattr(filters_module, "MAX_LISTED_FILES", 0)
     assert "'Docs/**'" in hints(search(config.db_path, "walrus", filters=read_filters("docs/**")))[0]
     reply = search(config.db_path, "walrus", filters=read_filters("Docs/**"))
     assert len(reply["results"]) == 2 and hints(reply) == []
@@ -99,11 +100,11 @@ def test_the_case_probe_is_loose_in_sqlite_and_the_spelling_it_names_is_exact(as
         return
     if filters.path is None:
         return
-    probe = search_module._path_regex(filters.path, grouped=True)
+    probe = filters_module._path_regex(filters.path, grouped=True)
     found = re.fullmatch(probe, path, re.S | re.I)
     if found is None:
         return
-    like = search_module._caseless_like(filters.path)
+    like = filters_module._caseless_like(filters.path)
     assert sqlite3.connect(":memory:").execute("SELECT ? LIKE ? ESCAPE '\\'", (path, like)).fetchone()[0], like
-    spelled = search_module._spelled_as(filters.path, found)
-    assert re.fullmatch(search_module._path_regex(spelled), path, re.S), spelled
+    spelled = filters_module._spelled_as(filters.path, found)
+    assert re.fullmatch(filters_module._path_regex(spelled), path, re.S), spelled

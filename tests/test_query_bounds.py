@@ -14,30 +14,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import query as query_module
 import search as search_module
 from exceptions import Cancelled, IndexUnavailableError, QueryError
 from indexer import TextIndexer
 from main import run_cancellable
 from models import ServerConfig
+from query import MAX_PHRASE_WORDS, MAX_PREFIXES, MAX_QUERY_CHARS, MAX_QUERY_TERMS, parse_query
 from reliability_helpers import RelStdioServer
-from search import (
-    ELLIPSIS,
-    MAX_PHRASE_WORDS,
-    MAX_PREFIXES,
-    MAX_QUERY_CHARS,
-    MAX_QUERY_TERMS,
-    MAX_REPLY_CHARS,
-    SNIPPET_MAX_CHARS,
-    _MARK_CLOSE,
-    _MARK_OPEN,
-    bounded_snippet,
-    parse_query,
-    search,
-)
+from search import MAX_REPLY_CHARS, search
+from snippets import ELLIPSIS, SNIPPET_MAX_CHARS, _MARK_CLOSE, _MARK_OPEN, bounded_snippet
 from tests.conftest import write
 
 
-def words_in(parsed: search_module.ParsedQuery) -> int:
+def words_in(parsed: query_module.ParsedQuery) -> int:
     return sum(len(part) for part in parsed.terms + parsed.phrases + parsed.excluded) + len(parsed.prefixes)
 
 
@@ -127,12 +117,12 @@ def test_a_question_that_would_score_too_many_sections_leaves_its_commonest_word
     question = "common common common 11 12 13 14 15 16 17"  # "common" is in all 400 files, each number in one
     whole = search(index.db_path, question, 10)
     assert whole["warnings"] == [] and whole["files_matched"] == 400
-    monkeypatch.setattr(search_module, "QUESTION_MAX_COST", 2_000)
+    monkeypatch.setattr(query_module, "QUESTION_MAX_COST", 2_000)
     fitted = search(index.db_path, question, 10)
     assert any("counted once" in text for text in fitted["warnings"]), fitted["warnings"]
     assert any(text.endswith("were left out: common") for text in fitted["warnings"]), fitted["warnings"]
     assert {hit["path"] for hit in fitted["results"][:7]} == {f"d{n % 5}/n{n}.md" for n in range(11, 18)}
-    monkeypatch.setattr(search_module, "QUESTION_MAX_COST", 0)
+    monkeypatch.setattr(query_module, "QUESTION_MAX_COST", 0)
     alone = search(index.db_path, question, 10)
     assert alone["results"][0]["path"] == "d1/n11.md", "one word is kept, however small the budget"
 
@@ -303,7 +293,7 @@ def database_sections(config: ServerConfig, path: str) -> list[int]:
 def test_costly_phrases_are_loosened_and_say_so(index: ServerConfig, monkeypatch: pytest.MonkeyPatch) -> None:
     phrase = '"the common the common the common"'
     assert search(index.db_path, phrase, 10)["warnings"] == []
-    monkeypatch.setattr(search_module, "PHRASE_MAX_COST", 100)
+    monkeypatch.setattr(query_module, "PHRASE_MAX_COST", 100)
     loose = search(index.db_path, f"note {phrase} -\"more common text\"", 10)
     assert any("was searched as its rarest word" in text for text in loose["warnings"]), loose["warnings"]
     assert any('-"more common text" was not applied' in text for text in loose["warnings"]), loose["warnings"]
@@ -351,7 +341,7 @@ def test_a_question_that_runs_out_of_time_is_ranked_again_with_its_rarest_words(
 )
 def test_command_lines_keep_their_options_and_every_reading_is_named(query: str, excluded: str | None, warned: str | None) -> None:
     parsed = parse_query(query)
-    plan = search_module.build_match(parsed)
+    plan = query_module.build_match(parsed)
     assert plan.excluded == excluded
     assert (warned is None and parsed.warnings == []) or any(warned in text for text in parsed.warnings if warned), parsed.warnings
 

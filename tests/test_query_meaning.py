@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from indexer import TextIndexer, split_sections
+from indexer import TextIndexer
 from models import ServerConfig
-from search import MAX_REPEATS, build_match, parse_query, search
+from query import MAX_REPEATS, build_match, parse_query
+from search import search
+from sections import split_sections
 from tests.conftest import write
 
 FILLER = "\n".join(f"Line {n}: nothing of note is written on this line." for n in range(600))

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from database import IndexWriter
-from indexer import TextIndexer, read_status
+from indexer import TextIndexer
 from models import ServerConfig
 from search import search
+from status import read_status
 from tests.conftest import MAIN_PY, write
 
 

@@ -12,9 +12,10 @@ import pytest
 
 import indexer as indexer_module
 from database import IndexWriter
-from indexer import RACY_WINDOW_NS, TextIndexer, read_status
+from indexer import RACY_WINDOW_NS, TextIndexer
 from models import ServerConfig
 from search import search
+from status import read_status
 from tests.conftest import write
 
 

@@ -12,13 +12,9 @@ from hypothesis import strategies as st
 from exceptions import QueryError
 from indexer import TextIndexer
 from models import ServerConfig
-from search import (
-    SNIPPET_WINDOW_CHARS,
-    build_match,
-    parse_query,
-    search,
-    snippet_window,
-)
+from query import build_match, parse_query
+from search import search
+from snippets import SNIPPET_WINDOW_CHARS, snippet_window
 from tests.conftest import write
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import config as config_module
-import indexer
+import loader
 from config import load_config
 from exceptions import ConfigError
 from models import DiskFile
@@ -54,7 +54,7 @@ def test_loader_processes_import_nothing_from_the_working_directory_or_pythonpat
     monkeypatch.chdir(project)
     monkeypatch.setenv("PYTHONPATH", f"{on_path}{os.pathsep}{source}")
     monkeypatch.setenv("PYTHONSTARTUP", str(on_path / "json.py"))
-    loaded = list(indexer._load_in_processes(source, files, indexer.Reading(1 << 20)))
+    loaded = list(loader._load_in_processes(source, files, loader.Reading(1 << 20)))
     assert [item.path for item in loaded] == [disk.path for disk in files]
     assert all(item.sections[0].body.startswith(f"# Note {n}") for n, item in enumerate(loaded))
     assert not marker.exists(), f"planted code ran in a loader process: {marker.read_text()}"

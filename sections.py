@@ -1,0 +1,205 @@
+"""A file's text as the index reads it: its title and headings, and the sections (FTS rows) it is cut into.
+
+file_content turns a file's bytes into a Content: formats.py extracts the formats it knows, other
+files are decoded text whose Markdown or reST headings markup.py finds. sections() cuts a Content
+at its headings, else at blank lines, into rows of bounded size; said_key tells copies of a
+section's text apart from texts that differ.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import database
+import formats
+import markup
+from file_utils import decode_text
+from formats import MAX_TITLE_CHARS
+from models import Section
+
+#: Sections aim for TARGET_SECTION_CHARS, cut at a blank line, and never exceed MAX_SECTION_CHARS;
+#: a heading starts a new one once the current one has MIN_SECTION_CHARS.
+TARGET_SECTION_CHARS = 16000
+MIN_SECTION_CHARS = TARGET_SECTION_CHARS // 2
+MAX_SECTION_CHARS = 32000
+_BLANK_LINE = re.compile(r"\n(?=[^\S\n]*\n)")
+_NOT_SPACE = re.compile(r"\S")
+_CARRIAGE_RETURN = re.compile(r"\r\n?")
+
+#: What leads a section before what it says: YAML front matter, Markdown heading lines, blank lines.
+_LEAD = re.compile(r"(?:\s*---[^\S\n]*\n.*?\n(?:---|\.\.\.)[^\S\n]*(?:\n|\Z))?(?:[^\S\n]*(?:#{1,6}(?:[^\S\n][^\n]*)?)?(?:\n|\Z))*", re.S)
+#: How far into a section its lead (front matter, headings) is looked for.
+MAX_LEAD_CHARS = 4096
+
+
+@dataclass(frozen=True)
+class Content:
+    """A file as the index reads it: its text, title and headings, whatever its format.
+
+    A heading is (boundary, level, name); a boundary is the offset of the newline before the
+    heading's line in ``padded``, the text between two added newlines (see sections()): kept as
+    made while finding the headings, so that splitting does not copy a large text again."""
+
+    padded: str
+    title: str
+    headings: list[markup.HeadingAt]
+    encoding: str = "utf-8"
+    fallback_decoded: bool = False
+
+    @property
+    def text(self) -> str:
+        return self.padded[1:-1]
+
+
+def file_content(rel: str, data: bytes, notebook_outputs: bool = False, most: int | None = None, max_text: int | None = None) -> Content:
+    """The Content of a file's bytes: a format formats.py extracts, else decoded text (Markdown and
+    reST headings found in it); the first ``most`` headings if given. Raises FileSkipped, as
+    too_large when an extracted text is longer than ``max_text`` characters."""
+    extracted = formats.extract(rel, data, notebook_outputs=notebook_outputs, max_text_chars=max_text)
+    if extracted is None:
+        text, encoding, fallback = decode_text(rel, data)
+        if "\r" in text:  # CR LF and old Mac CR-only line ends: lines end with \n alone here
+            text = _CARRIAGE_RETURN.sub("\n", text)
+        return text_content(text, rel, most, encoding, fallback)
+    padded = f"\n{extracted.text}\n"
+    headings = _boundaries(padded, extracted.headings[:most])
+    title = _title(padded, extracted.title or next((name for _, level, name in headings if level == 1), ""), bool(headings))
+    return Content(padded, title, headings, f"extracted:{rel.rsplit('.', 1)[-1].lower()}")
+
+
+def text_content(text: str, name: str, most: int | None = None, encoding: str = "utf-8", fallback: bool = False) -> Content:
+    """The Content of a text: headings for Markdown and reST (by ``name``), none for other files."""
+    padded = f"\n{text}\n"
+    headings, title = markup.text_headings(padded, name, most)
+    return Content(padded, _title(padded, title, bool(headings)), headings, encoding, fallback)
+
+
+def _boundaries(padded: str, headings: Sequence[formats.Heading]) -> list[markup.HeadingAt]:
+    """Extracted headings (by line number) as (boundary, level, name)."""
+    found: list[markup.HeadingAt] = []
+    line, at = 1, 0  # padded[0] is the newline before line 1
+    for heading in sorted(headings, key=lambda heading: heading.line):
+        if found and heading.line <= line:
+            continue  # one heading per line
+        while line < heading.line and at >= 0:
+            at = padded.find("\n", at + 1)
+            line += 1
+        if at < 0 or at >= len(padded) - 1:
+            break
+        found.append((at, heading.level, heading.name[:MAX_TITLE_CHARS]))
+    return found
+
+
+def split_sections(text: str, name: str) -> tuple[str, list[Section]]:
+    """Return (title, sections) of a text: at headings for Markdown and reST, else at blank lines; bounded."""
+    content = text_content(text, name)
+    return content.title, sections(content)
+
+
+def sections(content: Content) -> list[Section]:
+    """A file's FTS rows: at its headings, else at blank lines; bounded in size."""
+    # With a newline added before and after the text, every line sits between two newlines, and a
+    # line is named by the offset of the newline before it (its boundary): sizes are differences of
+    # boundaries, bodies are slices, and the regexes start with a newline, so the regex engine
+    # jumps from newline to newline. Python code runs per heading and per section, not per line.
+    padded, headings = content.padded, content.headings
+    pieces: list[tuple[int, str, str]] = []
+    max_chars = max(MAX_SECTION_CHARS, (len(padded) - 2) // (database.MAX_SECTIONS_PER_FILE // 2))
+    path: list[tuple[int, str]] = []
+    # A heading starts a new section once the current one holds MIN_SECTION_CHARS, or when its own
+    # block would push the current one past the target. Reference pages with a heading every few
+    # lines (one per parameter) would otherwise make an FTS row per few lines, and every row costs
+    # index time, index size and query time.
+    last = len(padded) - 1
+    ends = [at for at, _, _ in headings[1:]] + [last]
+    start, start_heading = 0, ""
+    for (at, level, heading), block_end in zip(headings, ends):
+        while path and path[-1][0] >= level:  # levels rise along the path: the closed ones are last
+            path.pop()
+        path.append((level, heading))
+        current = at - start
+        if current >= MIN_SECTION_CHARS or (current and block_end - start > TARGET_SECTION_CHARS):
+            pieces.extend(_bounded_pieces(padded, start, at, start_heading, max_chars))
+            start, start_heading = at, ""
+        if not start_heading:  # a new section, or a short preamble that goes with the first heading
+            start_heading = " > ".join(h for _, h in path)[:MAX_TITLE_CHARS]
+    pieces.extend(_bounded_pieces(padded, start, last, start_heading, max_chars))
+    return _numbered(padded, pieces)
+
+
+def _title(padded: str, title: str, has_headings: bool) -> str:
+    """The title of a file: its headings' (or front matter's), else its first line."""
+    if not title:
+        body = markup.front_matter(padded)[0]  # front matter without a title: the title is not its "---"
+        line = _first_text_line(padded, body)
+        title = line.strip().lstrip("#").strip()
+        if not title.strip("-=*_~+ \t") or (len(title) > 120 and not has_headings) or line.strip() == padded[body:].strip():
+            title = ""  # a long first line is prose; a line alone is the text itself, not its title
+    return title[:MAX_TITLE_CHARS]
+
+
+def _first_text_line(padded: str, start: int = 0) -> str:
+    found = _NOT_SPACE.search(padded, start)
+    if not found:
+        return ""
+    return padded[padded.rfind("\n", 0, found.start()) + 1:padded.find("\n", found.start())]
+
+
+def _bounded_pieces(padded: str, start: int, end: int, heading: str, max_chars: int) -> Iterator[tuple[int, str, str]]:
+    """Yield (offset, heading, body) near TARGET_SECTION_CHARS from the lines between boundaries start and end.
+
+    A chunk is cut before its first line that would take it past max_chars, or before a blank line
+    once it holds TARGET_SECTION_CHARS, whichever comes first; a line longer than max_chars is cut
+    into pieces of its own.
+    """
+    chunk = start
+    while True:
+        # The first line that would take the chunk past max_chars runs from boundary overflow to
+        # line_end; without one, overflow is end.
+        line_end = padded.find("\n", chunk + max_chars + 2, end + 1)
+        overflow = padded.rfind("\n", chunk, line_end) if line_end >= 0 else end
+        blank = _BLANK_LINE.search(padded, chunk + TARGET_SECTION_CHARS, overflow + 1)
+        cut = blank.start() if blank else overflow
+        yield from _piece_if_text(padded, chunk, cut, heading)
+        if cut == end:
+            return
+        chunk = cut
+        if not blank and line_end - overflow - 1 > max_chars:
+            for offset in range(overflow + 1, line_end, max_chars):
+                yield offset, heading, padded[offset:min(offset + max_chars, line_end)]
+            chunk = line_end
+
+
+def _piece_if_text(padded: str, start: int, end: int, heading: str) -> Iterator[tuple[int, str, str]]:
+    body = padded[start + 1:end]
+    if body.strip():
+        yield start + 1, heading, body
+
+
+def _numbered(padded: str, pieces: list[tuple[int, str, str]]) -> list[Section]:
+    """Sections from (offset, heading, body) in text order, counting each newline once."""
+    sections: list[Section] = []
+    line = counted = 0  # newlines in padded[:counted]: the line number there, as padded starts with one
+    for offset, heading, body in pieces:
+        line += padded.count("\n", counted, offset)
+        end_line = line + body.count("\n")
+        sections.append(Section(line, end_line, heading, body))
+        line, counted = end_line, offset + len(body)
+    return sections
+
+
+def said_key(body: str) -> bytes:
+    """A short digest of what a section says (_said): sections whose keys are equal are copies of
+    one text. Made when a file is indexed, so a search groups copies without reading them."""
+    return hashlib.blake2b(_said(body).encode("utf-8", "surrogatepass"), digest_size=8).digest()
+
+
+def _said(body: str) -> str:
+    """What a section says, to tell copies apart: its text after its front matter and heading lines
+    (versioned copies of a page differ in a date or a title holding the version); the text itself
+    if nothing else is left. Only the start is looked at: a section starts at its heading."""
+    said = body[_LEAD.match(body, 0, MAX_LEAD_CHARS).end():].rstrip()
+    return said or body
