@@ -3,15 +3,16 @@ without collapsing duplicates (search(..., collapse_duplicates=...)), and what c
 
     python bench/duplicates.py [--corpus DIR] [--work DIR] [--repeat N] [--json OUT]
 
-The corpus defaults to the PowerShell docs (/tmp/bench-speed/ps/powershell-docs, extracted from
-/work/shared/corpora/powershell-docs.tar.gz if missing): one reference per PowerShell version, so
-most pages exist in several near-identical copies. It is indexed with ``main.py index``.
+The corpus defaults to the PowerShell docs in /tmp/bench-speed/ps/powershell-docs: the .md and .txt
+files of the public MicrosoftDocs/PowerShell-Docs repository, copied there as docs/measurements.md
+("Corpora") shows. It holds one reference per PowerShell version, so most pages exist in several
+near-identical copies. It is indexed with ``main.py index``.
 
 A result's text is the body of its best section as the index stores it: the section of the
 returned file that has the returned heading and contains the returned line range (the snippet's
 lines), read with database.load_sections. Texts are counted three ways: "exact" (the body as
 stored), "said" (YAML front matter at the start and Markdown heading lines left out, whitespace
-runs as one space: a little looser than search.py's own rule, which drops front matter and
+runs as one space: a little looser than sections.said_key's rule, which drops front matter and
 heading lines only where the section starts and keeps whitespace) and "near" (said,
 lowercased, every number such as a version or a date as N: the copies collapsing leaves).
 "hidden" counts the said-texts of the uncollapsed top 10 that no collapsed result shows: it
@@ -29,7 +30,6 @@ import sqlite3
 import statistics
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
@@ -43,7 +43,6 @@ from models import ServerConfig  # noqa: E402
 from run import code_version  # noqa: E402
 from search import search  # noqa: E402
 
-TARBALL = Path("/work/shared/corpora/powershell-docs.tar.gz")
 DEFAULT_CORPUS = Path("/tmp/bench-speed/ps/powershell-docs")
 QUERIES = (
     "about_Signing",
@@ -73,10 +72,9 @@ _HEADING = re.compile(r"^ {0,3}#{1,6}(?:[ \t].*)?$", re.M)
 
 
 def prepare(corpus: Path, work: Path) -> ServerConfig:
-    """Extract the corpus if it is the default one and missing; bring its index up to date."""
-    if not corpus.exists() and corpus == DEFAULT_CORPUS:
-        with tarfile.open(TARBALL) as tar:
-            tar.extractall(DEFAULT_CORPUS.parent, filter="data")
+    """Bring the corpus's index up to date."""
+    if not corpus.is_dir():
+        raise SystemExit(f"no corpus at {corpus}: copy the PowerShell docs there as docs/measurements.md (Corpora) shows, or give --corpus")
     config = ServerConfig(source_directory=corpus.resolve(), index_output_directory=(work / "index").resolve())
     subprocess.run([sys.executable, str(REPO / "main.py"), "index", "--source", str(config.source_directory),
                     "--index-dir", str(config.index_output_directory)], check=True, stderr=subprocess.DEVNULL)

@@ -49,8 +49,8 @@ def patched(**changes: object) -> Iterator[None]:
 
 #: name -> (what it changes, patches to search.py or query.py). Earlier rounds are this script at
 #: the commits that made them: d1d48c6 (compounds, stopwords, repeated words, bigram phrases, term
-#: cap) and 00324d3 (the configuration before #12). The rows of the README's Ranking table marked
-#: "D" are these variants of the current configuration.
+#: cap) and 00324d3 (the configuration before af318f8's ranking rework). The rows of
+#: docs/ranking.md's "Every variant tried" table marked "D" are these variants of the current one.
 VARIANTS: dict[str, tuple[str, dict[str, object]]] = {
     "current": ("as committed", {}),
     "no feedback": ("questions without pseudo-relevance feedback", {"feedback_words": lambda *_: []}),
@@ -67,7 +67,7 @@ VARIANTS: dict[str, tuple[str, dict[str, object]]] = {
     "repeats 1": ("MAX_REPEATS 2 -> 1", {"MAX_REPEATS": 1}),
     "repeats 3": ("MAX_REPEATS 2 -> 3", {"MAX_REPEATS": 3}),
     "weights 2,1,1": ("title weight 2", {"COLUMN_WEIGHTS": (2.0, 1.0, 1.0)}),
-    "weights 3,2,1": ("the weights before #12", {"COLUMN_WEIGHTS": (3.0, 2.0, 1.0)}),
+    "weights 3,2,1": ("the weights before af318f8", {"COLUMN_WEIGHTS": (3.0, 2.0, 1.0)}),
     "cap 256 terms": ("MAX_QUERY_TERMS 64 -> 256", {"MAX_QUERY_TERMS": 256}),
 }
 
