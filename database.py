@@ -108,6 +108,11 @@ CHECKPOINT_BUSY_MS = 1000
 #: How many SQLite VM steps run between two looks at whether a query should stop.
 PROGRESS_STEPS = 1000
 
+#: A file's name (its path after the last "/"), in lower case as SQLite lowers it (ASCII letters
+#: only): indexed, so that files_named finds the files of a name without reading every path.
+#: rtrim strips the name's characters off the path's end, leaving its folder to cut off.
+_FILE_NAME = "lower(replace(path, rtrim(path, replace(path, '/', '')), ''))"
+
 SCHEMA = f"""
 CREATE TABLE files (
     id INTEGER PRIMARY KEY,
@@ -121,8 +126,11 @@ CREATE TABLE files (
     encoding TEXT NOT NULL,
     fallback_decoded INTEGER NOT NULL,
     title TEXT NOT NULL,
-    section_count INTEGER NOT NULL
+    section_count INTEGER NOT NULL,
+    sketch BLOB NOT NULL
 );
+CREATE INDEX files_by_name ON files({_FILE_NAME});
+CREATE INDEX files_by_title ON files(lower(title));
 CREATE TABLE sections (
     id INTEGER PRIMARY KEY,
     start_line INTEGER NOT NULL,
@@ -671,18 +679,18 @@ class IndexWriter:
             self._delete_sections(file_id)
         values = (
             loaded.path, loaded.mtime_ns, loaded.size, loaded.inode, loaded.ctime_ns, loaded.content_hash,
-            loaded.read_at_ns, loaded.encoding, int(loaded.fallback_decoded), loaded.title, len(loaded.sections),
+            loaded.read_at_ns, loaded.encoding, int(loaded.fallback_decoded), loaded.title, len(loaded.sections), loaded.sketch,
         )
         if file_id is None:
             file_id = self.conn.execute(
                 "INSERT INTO files (path, mtime_ns, size, inode, ctime_ns, content_hash, indexed_at_ns, encoding,"
-                " fallback_decoded, title, section_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " fallback_decoded, title, section_count, sketch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 values,
             ).lastrowid
         else:
             self.conn.execute(
                 "UPDATE files SET path = ?, mtime_ns = ?, size = ?, inode = ?, ctime_ns = ?, content_hash = ?,"
-                " indexed_at_ns = ?, encoding = ?, fallback_decoded = ?, title = ?, section_count = ? WHERE id = ?",
+                " indexed_at_ns = ?, encoding = ?, fallback_decoded = ?, title = ?, section_count = ?, sketch = ? WHERE id = ?",
                 (*values, file_id),
             )
         self._insert_sections(file_id, loaded)
@@ -1244,23 +1252,62 @@ def stored_file(conn: sqlite3.Connection, path: str) -> StoredFile | None:
     return StoredFile(*row) if row else None
 
 
-def load_sections(conn: sqlite3.Connection, rowids: Sequence[int], text: bool = True) -> dict[int, dict[str, object]]:
-    """Location and said key of the given sections, with their file's path, title and what a rescan
-    compares (``signature``, see models.Signature), and their ``body`` if ``text``; in the order
-    given (callers break ties by it)."""
+def files_named(conn: sqlite3.Connection, name: str, most: int, scope: Scope = EVERY_FILE) -> list[int]:
+    """The ids of the files of ``scope`` (at most ``most``, by path) whose name, name without its
+    extension, or title is ``name`` (ASCII letters in any case), that have sections. Three lookups
+    in the indexes on names and titles."""
+    key = _ascii_lower(name)
+    in_scope = "(files.id IN (SELECT value FROM json_each(?))) = ?"
+    passing = f" AND {scope.passing.sql}" if scope.passing.sql else ""
     rows = conn.execute(
-        f"SELECT s.id, s.start_line, s.end_line, s.heading, {'s.body' if text else 'NULL'}, s.said, f.path, f.title,"
+        "SELECT id FROM ("
+        f" SELECT * FROM files WHERE {_FILE_NAME} = ?"
+        f" UNION SELECT * FROM files WHERE {_FILE_NAME} > ? AND {_FILE_NAME} < ? AND instr(substr({_FILE_NAME}, ?), '.') = 0"
+        " UNION SELECT * FROM files WHERE lower(title) = ?"
+        f") AS files WHERE section_count > 0 AND {in_scope}{passing} ORDER BY path LIMIT ?",
+        (key, key + ".", key + "/", len(key) + 2, key, scope.ids, scope.inside, *scope.passing.values, most),
+    ).fetchall()
+    return [file_id for (file_id,) in rows]
+
+
+def paths_near(conn: sqlite3.Connection, path: str, most: int) -> list[str]:
+    """Indexed paths ``path`` may have meant: the files of its name (ASCII letters in any case),
+    those in or under its folder, and those whose name starts with its name's first three characters; at
+    most ``most`` of each, read from the indexes on paths and names."""
+    folder, _, name = path.rpartition("/")
+    key = _ascii_lower(name)
+    prefix, start = f"{folder}/" if folder else "", key[:3]
+    rows = conn.execute(
+        f"SELECT path FROM (SELECT path FROM files WHERE {_FILE_NAME} = ? LIMIT ?)"
+        " UNION ALL SELECT path FROM (SELECT path FROM files WHERE path >= ? AND path < ? LIMIT ?)"
+        f" UNION ALL SELECT path FROM (SELECT path FROM files WHERE {_FILE_NAME} >= ? AND {_FILE_NAME} < ? LIMIT ?)",
+        (key, most, prefix, prefix + "\U0010ffff", most, start, start + "\U0010ffff", most),
+    ).fetchall()
+    return list(dict.fromkeys(found for (found,) in rows))
+
+
+def _ascii_lower(text: str) -> str:
+    """``text`` lowered as SQLite's lower() does: ASCII letters only."""
+    return re.sub("[A-Z]+", lambda letters: letters[0].lower(), text)
+
+
+def load_sections(conn: sqlite3.Connection, rowids: Sequence[int], text: bool = True) -> dict[int, dict[str, object]]:
+    """Location and said key of the given sections, with their file's path, title, sketch (copies.py)
+    and what a rescan compares (``signature``, see models.Signature), and their ``body`` if
+    ``text``; in the order given (callers break ties by it)."""
+    rows = conn.execute(
+        f"SELECT s.id, s.start_line, s.end_line, s.heading, {'s.body' if text else 'NULL'}, s.said, f.path, f.title, f.sketch,"
         f" f.mtime_ns, f.size, f.inode, f.ctime_ns FROM sections AS s JOIN files AS f ON f.id = s.id >> {SECTION_BITS}"
         " WHERE s.id IN (SELECT value FROM json_each(?))",
         (json.dumps(list(rowids)),),
     )
     found = {
         rowid: {
-            "start_line": start, "end_line": end, "heading": heading, "said": said, "path": path, "title": title,
+            "start_line": start, "end_line": end, "heading": heading, "said": said, "path": path, "title": title, "sketch": sketch,
             "mtime_ns": mtime_ns, "signature": (path, mtime_ns, size, inode, ctime_ns),
             **({"body": decompress(body)} if text else {}),
         }
-        for rowid, start, end, heading, body, said, path, title, mtime_ns, size, inode, ctime_ns in rows
+        for rowid, start, end, heading, body, said, path, title, sketch, mtime_ns, size, inode, ctime_ns in rows
     }
     return {rowid: found[rowid] for rowid in rowids if rowid in found}
 
@@ -1288,6 +1335,30 @@ def snippets(
         ).fetchall()
     between = markers[1] + CJK_SEPARATOR + markers[0]  # two CJK words highlighted side by side read as one
     return {rowid: shown_text(text.replace(between, "")) for rowid, text in rows}
+
+
+def file_sections(conn: sqlite3.Connection, rowid: int, most: int) -> list[tuple[int, int, str]]:
+    """(start_line, end_line, body) of the first ``most`` sections of ``rowid``'s file, in text order."""
+    first = section_id(file_id_of(rowid), 0)
+    rows = conn.execute("SELECT start_line, end_line, body FROM sections WHERE id >= ? AND id < ? ORDER BY id", (first, first + most))
+    return [(start, end, decompress(body)) for start, end, body in rows]
+
+
+def matching_texts(conn: sqlite3.Connection, texts: Mapping[int, tuple[str, str]], parts: Sequence[str]) -> list[tuple[set[int], set[int]]]:
+    """For each of ``parts`` (FTS5 expressions), which of the (heading, text) ``texts`` it matches:
+    (in the text or the heading, in the heading), computed in the temporary FTS5 table."""
+    found: list[tuple[set[int], set[int]]] = []
+    with snapshot(conn):
+        conn.execute("DELETE FROM temp.snippet_fts")
+        conn.executemany(
+            "INSERT INTO temp.snippet_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
+            [_fts_row(rowid, "", heading, text) for rowid, (heading, text) in texts.items()],
+        )
+        for part in parts:
+            anywhere = conn.execute("SELECT rowid FROM temp.snippet_fts WHERE snippet_fts MATCH ?", (f"{{heading body}} : {part}",))
+            headed = conn.execute("SELECT rowid FROM temp.snippet_fts WHERE snippet_fts MATCH ?", (f"heading : {part}",))
+            found.append(({rowid for (rowid,) in anywhere}, {rowid for (rowid,) in headed}))
+    return found
 
 
 @contextmanager
@@ -1354,3 +1425,8 @@ def index_counts(conn: sqlite3.Connection) -> dict[str, object]:
 
 def skipped_files(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
     return conn.execute("SELECT path, reason, detail FROM skipped ORDER BY path").fetchall()
+
+
+def file_paths(conn: sqlite3.Connection) -> Iterator[str]:
+    """Every indexed file's path (what the server's instructions count by format)."""
+    return (path for (path,) in conn.execute("SELECT path FROM files"))

@@ -1,4 +1,4 @@
-"""get_document: a file read from disk now as the index reads it, with its outline, a part at a time.
+"""get_document: a file read from disk now as the index reads it, a part at a time (its outline if asked).
 
 read_document reads a file the walk would index (with file_content, as a loader does), so its
 lines and headings are the ones search results name; document_part picks the lines asked for (a
@@ -8,6 +8,7 @@ arguments and says whether the index holds what the disk holds now.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +31,12 @@ MAX_DOCUMENT_CHARS = 100_000
 MAX_OUTLINE_HEADINGS = 1000
 #: An unknown heading's error lists at most this many of the file's headings.
 MAX_HEADINGS_LISTED = 40
+#: A path that is no file: its error names at most MAX_PATHS_SUGGESTED indexed paths it may have
+#: meant, chosen among at most PATHS_COMPARED of each kind looked up (see _paths_meant).
+MAX_PATHS_SUGGESTED = 5
+PATHS_COMPARED = 200
+#: How alike (difflib's ratio) a name must be to the name asked for to be suggested.
+NEAR_NAME = 0.8
 
 
 @dataclass(frozen=True)
@@ -87,7 +94,9 @@ def read_document(config: ServerConfig, user_path: str) -> Document:
     try:
         if check_single_file(root, rel, file_filter(config)) is None:
             twin = whitespace_twin(root, rel)
+            meant = [] if twin else _paths_meant(config.db_path, rel)
             hint = f"; did you mean {twin!r} (the path given has white space around a name)?" if twin else ""
+            hint = f"; indexed paths it may mean: {', '.join(meant)}" if meant else hint
             raise ArgumentError("path", f"{rel}: no such file in the source directory{hint}")
         raw = read_regular_file(root, rel, config.max_file_size_bytes)
         content = file_content(rel, raw.data, config.index_notebook_outputs, MAX_OUTLINE_HEADINGS + 1, config.max_file_size_bytes)
@@ -153,10 +162,10 @@ def document_part(
 
 def document_reply(
     config: ServerConfig, user_path: str, heading: str | None = None, start_line: int | None = None, end_line: int | None = None,
-    max_chars: int = 20_000, refresh: Callable[[list[str]], bool] | None = None, start_char: int = 0,
+    max_chars: int = 20_000, refresh: Callable[[list[str]], bool] | None = None, start_char: int = 0, outline: bool = False,
 ) -> DocumentReply:
     """get_document: a file read from disk now (see read_document and document_part), with its
-    outline. If it differs from what the index holds, ``refresh([path])`` is asked to index it
+    outline if ``outline`` (it can be most of a reply: only when asked). If it differs from what the index holds, ``refresh([path])`` is asked to index it
     again (see TextIndexer.refresh_if_free); without one, or if it fails, the reply says stale.
     When ``truncated``, the same call from ``next_start_line`` (and ``next_start_char``) goes on."""
     for name, value in (("start_line", start_line), ("end_line", end_line)):
@@ -172,14 +181,33 @@ def document_reply(
     part = document_part(document, heading, start_line, end_line, max_chars, start_char)
     changed = _indexed_hash(config.db_path, document.path) != document.content_hash
     stale = changed and not (refresh is not None and refresh([document.path]))
-    return {
+    reply: DocumentReply = {
         "path": document.path, "title": document.title, "text": visible_text(part.text), "line_start": part.first,
         "line_end": part.last, "total_lines": len(document.lines), "truncated": part.next_line is not None,
         "next_start_line": part.next_line, "next_start_char": part.next_char,
-        "outline": document.outline, "outline_truncated": document.outline_truncated,
         "changed_since_indexed": changed, "stale": stale,
         "last_modified": datetime.fromtimestamp(document.mtime_ns / 1e9, tz=timezone.utc).isoformat(timespec="seconds"),
     }
+    if outline:
+        reply.update(outline=document.outline, outline_truncated=document.outline_truncated)
+    return reply
+
+
+def _paths_meant(db_path: Path, rel: str) -> list[str]:
+    """Up to MAX_PATHS_SUGGESTED indexed paths that ``rel`` (no such file) may have meant: files of
+    its name (any case) first, then of names close to it (difflib, NEAR_NAME), the nearest path
+    first among each name's; looked for among at most PATHS_COMPARED of each kind that
+    database.paths_near finds."""
+    try:
+        candidates = database.paths_near(database.reader(db_path), rel, PATHS_COMPARED)
+    except IndexUnavailableError:
+        return []
+    by_name: dict[str, list[str]] = {}
+    for path in sorted(candidates, key=lambda path: -difflib.SequenceMatcher(None, rel, path).ratio()):
+        by_name.setdefault(path.rpartition("/")[2].casefold(), []).append(path)
+    name = rel.rpartition("/")[2].casefold()
+    close = difflib.get_close_matches(name, [other for other in by_name if other != name], MAX_PATHS_SUGGESTED, NEAR_NAME)
+    return [path for near in [name, *close] for path in by_name.get(near, [])][:MAX_PATHS_SUGGESTED]
 
 
 def _indexed_hash(db_path: Path, rel: str) -> str | None:

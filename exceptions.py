@@ -1,9 +1,12 @@
-"""Exception hierarchy: one base class, subclasses carry the context a person needs to act."""
+"""Exception hierarchy: one base class, subclasses carry the context a person needs to act; and
+text made writable for messages and replies."""
 
 from __future__ import annotations
 
 import re
+from typing import TypeVar, cast
 
+_T = TypeVar("_T")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -95,3 +98,15 @@ class FileSkipped(DocSearchError):
     def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
         # Loader processes send these back to the writer; pickle the fields, not the message.
         return (FileSkipped, (self.path, self.reason, self.detail))
+
+
+def writable_reply(reply: _T) -> _T:
+    """``reply`` with every text in it writable (writable): a path under a folder
+    whose name is not UTF-8 must not stop a reply being written, and with it the stdio server."""
+    if isinstance(reply, str):
+        return cast(_T, writable(reply))
+    if isinstance(reply, dict):
+        return cast(_T, {key: writable_reply(value) for key, value in reply.items()})
+    if isinstance(reply, list):
+        return cast(_T, [writable_reply(item) for item in reply])
+    return reply

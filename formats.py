@@ -12,11 +12,13 @@ vetted, so any input bytes end in an Extracted or in FileSkipped, never in anoth
   inflate past what is left is not inflated. A part listed many times (an e-book's spine, a
   deck's slide list) is read once.
 - A file's text is capped while it is built (extract's max_text_chars): past the cap the file is
-  too_large, before more memory goes into it.
+  too_large, before more memory goes into it. So are its headings (max_headings, at most
+  markup.MAX_HEADINGS): past theirs, headings are read as text lines.
 - XML parts that declare a document type are refused before parsing (entity expansion: billion
   laughs, external entities), and so are tags of more than MAX_TAG_ATTRIBUTES attributes. Parts
   are parsed as a stream that keeps one block (paragraph, table row, shape) at a time, of at most
-  MAX_BLOCK_ELEMENTS elements and attributes.
+  MAX_BLOCK_ELEMENTS elements and attributes, nested at most MAX_XML_DEPTH deep; all the parts of
+  one archive hold at most MAX_ARCHIVE_ELEMENTS elements (this bounds the work).
 - HTML is read by a one-pass tokenizer here: html.parser is quadratic on unclosed constructs.
 - Nothing recurses over the input: trees are walked with explicit stacks, so 100,000-deep
   nesting is as cheap as flat input; ``json`` does recurse, and its RecursionError is caught.
@@ -92,8 +94,14 @@ MAX_COMPRESSION_RATIO = 200
 RATIO_CHECK_BYTES = 1 << 20
 #: XML parts are fed to the parser in pieces of this many characters, and read a block (paragraph,
 #: table row, shape) at a time; a block holding more elements and attributes than this is refused.
-XML_CHUNK_CHARS = 1 << 20
+XML_CHUNK_CHARS = 1 << 16
 MAX_BLOCK_ELEMENTS = 250_000
+#: Elements open at once, in blocks or not: each is kept until it ends. Real documents nest a few
+#: dozen deep (Word stops nesting tables at 64).
+MAX_XML_DEPTH = 10_000
+#: Elements in all the XML parts read from one archive (a thousand-page document holds about a
+#: million): bounds the time spent on an archive of empty elements.
+MAX_ARCHIVE_ELEMENTS = 2_000_000
 #: A tag with more attributes than this is refused before the part is parsed: the parser builds
 #: them all at once, a dict entry each (20 times the tag's size). Counted as the "=" between a "<"
 #: and the next "<", so that one pass over the part finds it.
@@ -125,19 +133,29 @@ class _TextTooLarge(Exception):
     """The text being built passed its cap (extract says which file and which cap)."""
 
 
+class _Limits(NamedTuple):
+    """What a text being built may hold: characters (more is _TextTooLarge), and headings (more
+    are text lines, not headings)."""
+
+    chars: int
+    headings: int
+
+
 class _Lines:
     """Text built line by line, never two blank lines in a row, with the headings among its lines;
-    _TextTooLarge once it holds more than ``limit`` characters."""
+    _TextTooLarge once it holds more than ``limit.chars`` characters, and at most ``limit.headings``
+    headings."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: _Limits) -> None:
         self.lines: list[str] = []
         self.headings: list[Heading] = []
-        self.limit = limit
+        self.limit = limit.chars
+        self.most_headings = limit.headings
         self.size = 0  # characters held, line ends included
 
-    def room(self) -> int:
-        """How many more characters it may hold."""
-        return self.limit - self.size
+    def room(self) -> _Limits:
+        """How many more characters and headings it may hold."""
+        return _Limits(self.limit - self.size, self.most_headings - len(self.headings))
 
     def add_text(self, text: str) -> None:
         for line in _LINE_BREAK.split(text):
@@ -167,7 +185,8 @@ class _Lines:
             self.add_text(line)
             return
         self._append(line.strip() or name)
-        self.headings.append(Heading(len(self.lines), min(max(level, 1), 6), name))
+        if len(self.headings) < self.most_headings:
+            self.headings.append(Heading(len(self.lines), min(max(level, 1), 6), name))
 
     def add_document(self, part: Extracted) -> None:
         """Append another extraction (an e-book's chapter) after a blank line, its headings moved down."""
@@ -177,7 +196,8 @@ class _Lines:
         self._count(len(part.text) + 1)
         offset = len(self.lines)
         self.lines.extend(part.text.split("\n"))
-        self.headings.extend(Heading(h.line + offset, h.level, h.name) for h in part.headings)
+        room = self.most_headings - len(self.headings)
+        self.headings.extend(Heading(h.line + offset, h.level, h.name) for h in part.headings[:max(room, 0)])
 
     def first_heading(self, level: int | None = None) -> str:
         return next((h.name for h in self.headings if level is None or h.level == level), "")
@@ -311,7 +331,7 @@ def _raw_text_end(text: str, name: str, start: int, unclosed_from: dict[str, int
 class _HtmlText:
     """Shown text of an HTML page: blocks on lines of their own, headings on theirs."""
 
-    def __init__(self, dropped: frozenset[str], limit: int) -> None:
+    def __init__(self, dropped: frozenset[str], limit: _Limits) -> None:
         self.out = _Lines(limit)
         self.dropped = dropped
         self.open_dropped: dict[str, int] = {}
@@ -443,7 +463,7 @@ class _HtmlText:
                 self.out.add_text(text)
 
 
-def _html_text(text: str, limit: int) -> Extracted:
+def _html_text(text: str, limit: _Limits) -> Extracted:
     """The shown text of a decoded page. An element that is dropped but never closed (a <nav>
     without </nav>) would hide the rest of the page: then it is read again keeping those."""
     reader = _HtmlText(_DROPPED_TAGS, limit)
@@ -467,14 +487,14 @@ def _decode_html(name: str, data: bytes) -> str:
     return text
 
 
-def _html(name: str, data: bytes, limit: int) -> Extracted:
+def _html(name: str, data: bytes, limit: _Limits) -> Extracted:
     return _html_text(_decode_html(name, data), limit)
 
 
 # ---- Jupyter notebooks --------------------------------------------------------------------------
 
 
-def _notebook(name: str, data: bytes, outputs: bool, limit: int) -> Extracted:
+def _notebook(name: str, data: bytes, outputs: bool, limit: _Limits) -> Extracted:
     """Cells in order: markdown (its headings are headings, see markup.py), code, raw; outputs' text if asked."""
     try:
         notebook = json.loads(data)
@@ -543,7 +563,8 @@ def _output_text(output: object) -> str:
 def _add_markdown(out: _Lines, source: str) -> None:
     """Add a markdown cell line by line, its headings (markup.markdown_heading_lines) as headings."""
     lines = _LINE_BREAK.split(source)
-    headings = markup.markdown_heading_lines(lines)
+    room = out.room().headings
+    headings = markup.markdown_heading_lines(lines, room) if room > 0 else {}
     for number, line in enumerate(lines):
         heading = headings.get(number)
         if heading:
@@ -590,6 +611,7 @@ class _Archive:
         # per-part check, or one part listed many times, add up.
         self.ratio_bound = MAX_COMPRESSION_RATIO * len(data) < MAX_UNPACKED_BYTES
         self.budget = min(MAX_UNPACKED_BYTES, max(RATIO_CHECK_BYTES, MAX_COMPRESSION_RATIO * len(data)))
+        self.elements_left = MAX_ARCHIVE_ELEMENTS
 
     def read(self, part: str) -> bytes:
         """The bytes of a part; FileSkipped if it is missing, corrupt, or past the guards."""
@@ -616,39 +638,51 @@ class _Archive:
 
     def xml_blocks(self, part: str, blocks: frozenset[str], required: bool = True) -> Iterator[ET.Element]:
         """The outermost elements of an XML part whose tag is in ``blocks``, in document order, each
-        complete. The part is parsed as a stream that keeps nothing but the block being read, so
-        memory follows the largest block (at most MAX_BLOCK_ELEMENTS elements and attributes), not
-        the part.
+        complete. The part is parsed as a stream that keeps nothing but the open elements (at most
+        MAX_XML_DEPTH) and the block being read, so memory follows the largest block (at most
+        MAX_BLOCK_ELEMENTS elements and attributes), not the part.
         Nothing if the part is missing and not ``required``."""
         if not required and part not in self.names:
             return
         text = self._xml_text(part)
         parser = ET.XMLPullParser(events=("start", "end"))
         open_elements: list[ET.Element] = []
-        depth = 0  # how many blocks are open
+        outside = 0  # how many of the open elements are outside blocks: the first ones
         held = 0  # elements and attributes in the block being read
         try:
-            for event, element in _parse_events(parser, text):
-                is_block = element.tag in blocks
-                if event == "start":
-                    open_elements.append(element)
-                    depth += is_block
-                    if depth:  # keys(), not attrib: that would give every element a dict
+            for events in _parse_chunks(parser, text):
+                for event, element in events:
+                    is_block = element.tag in blocks
+                    if event == "end":
+                        open_elements.pop()
+                        outside = min(outside, len(open_elements))
+                        if is_block and outside == len(open_elements):
+                            yield element
+                            held = 0
+                        continue
+                    self.elements_left -= 1
+                    if outside == len(open_elements) and not is_block:
+                        outside += 1
+                    else:  # keys(), not attrib: that would give every element a dict
                         held += 1 + len(element.keys())
-                    if held > MAX_BLOCK_ELEMENTS:
-                        raise FileSkipped(self.name, "too_large", f"{part} has a block of more than {MAX_BLOCK_ELEMENTS} elements and attributes")
-                    continue
-                open_elements.pop()
-                depth -= is_block
-                if depth:
-                    continue
-                if is_block:
-                    yield element
-                    held = 0
-                if open_elements:  # outside blocks nothing is kept
-                    open_elements[-1].remove(element)
+                    open_elements.append(element)
+                    self._check_bounds(part, len(open_elements), held)
+                # Finished elements outside blocks are dropped a chunk at a time, not one by one
+                # (each removal would shift the rest of a long list of siblings).
+                for depth, parent in enumerate(open_elements[:outside]):
+                    del parent[:-1 if depth + 1 < len(open_elements) else None]
         except ET.ParseError as exc:
             raise FileSkipped(self.name, "malformed", f"{part}: bad XML: {exc}") from None
+
+    def _check_bounds(self, part: str, depth: int, held: int) -> None:
+        """FileSkipped(too_large) once the part nests too deep, holds too large a block, or the
+        archive too many elements."""
+        if held > MAX_BLOCK_ELEMENTS:
+            raise FileSkipped(self.name, "too_large", f"{part} has a block of more than {MAX_BLOCK_ELEMENTS} elements and attributes")
+        if depth > MAX_XML_DEPTH:
+            raise FileSkipped(self.name, "too_large", f"{part} nests elements more than {MAX_XML_DEPTH} deep")
+        if self.elements_left < 0:
+            raise FileSkipped(self.name, "too_large", f"its XML parts hold more than {MAX_ARCHIVE_ELEMENTS} elements")
 
     def _xml_text(self, part: str) -> str:
         """A part decoded, refused if it declares a document type: the parts of these formats never
@@ -672,12 +706,13 @@ class _Archive:
         return FileSkipped(self.name, "too_large", f"it unpacks to more than {MAX_UNPACKED_BYTES >> 20} MB")
 
 
-def _parse_events(parser: ET.XMLPullParser, text: str) -> Iterator[tuple[str, ET.Element]]:
+def _parse_chunks(parser: ET.XMLPullParser, text: str) -> Iterator[Iterator[tuple[str, ET.Element]]]:
+    """The parser's events, one iterator per piece of XML_CHUNK_CHARS fed to it."""
     for start in range(0, len(text), XML_CHUNK_CHARS):
         parser.feed(text[start:start + XML_CHUNK_CHARS])
-        yield from parser.read_events()
+        yield parser.read_events()
     parser.close()
-    yield from parser.read_events()
+    yield parser.read_events()
 
 
 def _first_text(archive: _Archive, part: str, tags: frozenset[str]) -> str:
@@ -767,7 +802,7 @@ _TITLE_STYLE = 0
 _BODY_OUTLINE_LEVEL = 9
 
 
-def _docx(name: str, data: bytes, limit: int) -> Extracted:
+def _docx(name: str, data: bytes, limit: _Limits) -> Extracted:
     """Paragraphs and table rows of word/document.xml; headings from paragraph styles and outline
     levels; the title from docProps/core.xml, else the first Title paragraph, else the first heading."""
     archive = _Archive(name, data)
@@ -847,7 +882,7 @@ _ODT_BLOCKS = frozenset({_TEXT + "h", _TEXT + "p", _TABLE + "table-row", _TEXT +
 _ODT_SKIPPED = frozenset({_OFFICE + "annotation", _TEXT + "note-citation"})
 
 
-def _odt(name: str, data: bytes, limit: int) -> Extracted:
+def _odt(name: str, data: bytes, limit: _Limits) -> Extracted:
     """Headings, paragraphs, lists and table rows of content.xml; the title from meta.xml."""
     archive = _Archive(name, data)
     title = _first_text(archive, "meta.xml", _DC_TITLE)
@@ -906,7 +941,7 @@ _PPTX_SHAPES = frozenset({_P + "sp", _P + "graphicFrame"})
 _PPTX_TEXT = frozenset({_A + "p", _A + "tr"})
 
 
-def _pptx(name: str, data: bytes, limit: int) -> Extracted:
+def _pptx(name: str, data: bytes, limit: _Limits) -> Extracted:
     """Slides in presentation order, each under its title (a level-1 heading, "Slide N" if none)."""
     archive = _Archive(name, data)
     title = _first_text(archive, "docProps/core.xml", _DC_TITLE)
@@ -972,7 +1007,7 @@ _OPF_ITEMS = frozenset({_OPF + "item", _OPF + "itemref", *_DC_TITLE})
 _HTML_MEDIA_TYPES = frozenset({"application/xhtml+xml", "text/html"})
 
 
-def _epub(name: str, data: bytes, limit: int) -> Extracted:
+def _epub(name: str, data: bytes, limit: _Limits) -> Extracted:
     """The spine's XHTML documents in reading order, each read as HTML; the title from the OPF."""
     archive = _Archive(name, data)
     rootfile = next(archive.xml_blocks("META-INF/container.xml", _CONTAINER_ROOTFILE), None)
@@ -1007,7 +1042,7 @@ def _chapter_parts(package: str, manifest: dict[str | None, ET.Element], spine: 
     return list(dict.fromkeys(parts))
 
 
-def _chapter(name: str, part: str, data: bytes, limit: int) -> Extracted:
+def _chapter(name: str, part: str, data: bytes, limit: _Limits) -> Extracted:
     try:
         return _html(name, data, limit)
     except FileSkipped as exc:  # "binary" would misname a broken chapter in a book
@@ -1032,7 +1067,7 @@ def _absolute_path_folders() -> list[str]:
     return [folder for folder in os.environ.get("PATH", os.defpath).split(os.pathsep) if os.path.isabs(folder)]
 
 
-def _pdf(name: str, data: bytes, limit: int) -> Extracted:
+def _pdf(name: str, data: bytes, limit: _Limits) -> Extracted:
     """The text pdftotext prints, pages set off by a blank line; no headings; the first line is the title."""
     program = pdf_extractor()
     if program is None:
@@ -1148,7 +1183,7 @@ def _pdf_timeout(name: str) -> FileSkipped:
 # ---- dispatch ---------------------------------------------------------------------------------------
 
 #: Extension (lower case, with dot) -> what reads it. Notebooks take an option and are read apart.
-_READERS: dict[str, Callable[[str, bytes, int], Extracted]] = {
+_READERS: dict[str, Callable[[str, bytes, _Limits], Extracted]] = {
     ".html": _html,
     ".htm": _html,
     ".xhtml": _html,
@@ -1161,21 +1196,27 @@ _READERS: dict[str, Callable[[str, bytes, int], Extracted]] = {
 EXTRACTED_FORMATS: frozenset[str] = frozenset({*_READERS, ".ipynb"})
 
 
-def extract(name: str, data: bytes, *, notebook_outputs: bool = False, max_text_chars: int | None = None) -> Extracted | None:
+def extract(
+    name: str, data: bytes, *, notebook_outputs: bool = False, max_text_chars: int | None = None, max_headings: int | None = None
+) -> Extracted | None:
     """Title, text and headings of one file, or None when ``name``'s extension is not one of
     EXTRACTED_FORMATS (the caller reads it as text). Raises FileSkipped when the file cannot or
     must not be read; never another exception, whatever the bytes. A text of more than
     ``max_text_chars`` characters (the size limit for a file) is too_large, found out while the
-    text is built; None: only the archives' and pdftotext's own bounds hold."""
+    text is built; None: only the archives' and pdftotext's own bounds hold. Headings past the first
+    ``max_headings`` (at most markup.MAX_HEADINGS) are not collected."""
     extension = os.path.splitext(name)[1].lower()
     reader = _READERS.get(extension)
     if reader is None and extension != ".ipynb":
         return None
-    limit = sys.maxsize if max_text_chars is None else max_text_chars
+    limit = _Limits(
+        sys.maxsize if max_text_chars is None else max_text_chars,
+        markup.MAX_HEADINGS if max_headings is None else min(max_headings, markup.MAX_HEADINGS),
+    )
     try:
         extracted = _notebook(name, data, notebook_outputs, limit) if reader is None else reader(name, data, limit)
     except _TextTooLarge:
-        raise FileSkipped(name, "too_large", f"its text is more than {round(limit / (1 << 20), 3):g} MB, the size limit for a file (max_file_size_mb)") from None
+        raise FileSkipped(name, "too_large", f"its text is more than {round(limit.chars / (1 << 20), 3):g} MB, the size limit for a file (max_file_size_mb)") from None
     return _without_surrogates(extracted)
 
 

@@ -505,7 +505,7 @@ class TextIndexer:
         loaded = load_files(self.config.source_directory, files, reading(self.config))
         try:
             for first in loaded:
-                self._write_batch(first, loaded, outcome)
+                self._write_batch(first, loaded, outcome, on_progress)
                 if on_progress:
                     on_progress(self.progress)
                 if self.stop.is_set():
@@ -515,11 +515,12 @@ class TextIndexer:
         return outcome
 
     def _write_batch(
-        self, first: LoadedFile | FileSkipped, rest: Iterator[LoadedFile | FileSkipped], outcome: _Outcome
+        self, first: LoadedFile | FileSkipped, rest: Iterator[LoadedFile | FileSkipped], outcome: _Outcome,
+        on_progress: Callable[[ScanProgress], None] | None = None,
     ) -> None:
         """Write ``first`` and then files from ``rest`` in one transaction, up to BATCH_FILES files or
         BATCH_BYTES of text (less if the process is stopping). Files are written as they arrive, so a
-        batch is never all in memory."""
+        batch is never all in memory; ``on_progress`` hears of them every PROGRESS_EVERY_FILES."""
         skipped: list[FileSkipped] = []
         count = size = 0
         item: LoadedFile | FileSkipped | None = first
@@ -533,6 +534,8 @@ class TextIndexer:
                 if count % PROGRESS_EVERY_FILES == 0:
                     self.progress.files_done += PROGRESS_EVERY_FILES
                     self._record_progress()
+                    if on_progress:  # a first index is often one batch: counted per batch, it sat at 0 until done
+                        on_progress(self.progress)
                 full = count >= BATCH_FILES or size >= BATCH_BYTES or self.stop.is_set()
                 item = None if full else next(rest, None)
             self._check_source()

@@ -1,6 +1,8 @@
-"""Command line and MCP server: a thin layer wiring config, indexer and search together.
+"""The command line: arguments, the index/search/get/status commands, and serve, which starts the
+background loop (daemon.py) and the MCP server (tools.py) over stdio or HTTP.
 
-Installed, the command is `docsearch`; from a clone, `python main.py`: the same subcommands and flags.
+Installed, the command is `docsearch-mcp` (or `docsearch`); from a clone, `python main.py`: the same
+subcommands and flags.
 
     python main.py [serve] --source DIR      MCP server on stdio (indexes in the background)
     python main.py serve --transport http --source DIR [--host H] [--port P]
@@ -12,7 +14,6 @@ Installed, the command is `docsearch`; from a clone, `python main.py`: the same 
 The MCP SDK is imported only by ``serve``, so the other subcommands start fast.
 """
 
-
 import argparse
 import difflib
 import json
@@ -21,65 +22,38 @@ import os
 import re
 import signal
 import socket
-import sqlite3
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar, cast
+from typing import Any
 
 import database
 from config import CONFIG_ENV_VAR, ENV_VARS, FLAGS, load_config
+from daemon import Daemon
 from database import IndexWriter
 from documents import MAX_DOCUMENT_CHARS, document_reply
-from exceptions import ArgumentError, Cancelled, ConfigError, DocSearchError, IndexUnavailableError, writable
-from file_utils import MAX_USER_PATH_CHARS
-from filters import MAX_EXTENSIONS, MAX_PATH_PATTERN_CHARS, read_filters
+from exceptions import ArgumentError, ConfigError, DocSearchError, writable, writable_reply
+from filters import read_filters
 from http_server import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV_VAR, HttpSettings, http_settings, listening_socket, serve_http
-from indexer import TextIndexer, watched_folder
-from models import VERSION, DocumentReply, ScanProgress, ServerConfig, StatusReply, WatchState
-from search import MAX_LIMIT, MAX_OFFSET, Freshness
+from indexer import TextIndexer
+from models import VERSION, DocumentReply, ScanProgress, ServerConfig, StatusReply
+from search import Freshness
 from search import search as run_search
 from snippets import ESCAPED_HIGHLIGHT, HIGHLIGHT
-from status import read_status
-from watcher import MAX_BATCH_FILES, Batch, Pacing, SourceWatcher, WatchUnavailable
+from status import advised, read_status
+from tools import TOOL_ERRORS, build_server
+
 
 logger = logging.getLogger("docsearch")
-_T = TypeVar("_T")
 
 COMMANDS = ("serve", "index", "search", "get", "status")
 #: The name messages start with: the installed command's, or main.py's when run from a clone.
 #: The name messages start with: the command as it was run (main.py in a clone, or either console script).
 PROG = Path(sys.argv[0]).name if Path(sys.argv[0]).name in ("main.py", "docsearch") else "docsearch-mcp"
-#: While the index directory cannot be written, retry opening it this often (seconds).
-WRITER_RETRY_SECONDS = 30.0
-#: On exit, how long the rescan loop may take to finish the file it is writing (seconds).
-STOP_WAIT_SECONDS = 5.0
-#: What a failed write left (a full disk) is tried again after RETRY_FIRST_SECONDS, the wait
-#: doubling while it keeps failing, up to RETRY_MAX_SECONDS; so is the loop after a failure.
-RETRY_FIRST_SECONDS = 1.0
-RETRY_MAX_SECONDS = 60.0
-#: Failures a tool reports as an error message: the daemon's own, and the file system's or
-#: SQLite's (an index directory deleted under the server, say), which would otherwise reach the
-#: client as a bare "Error executing tool".
-TOOL_ERRORS = (DocSearchError, OSError, sqlite3.Error)
-#: A search or get_document that finds files changed since they were indexed indexes them again
-#: first when the index's writer is free within this time and they are at most this many; else
-#: they are returned marked stale (and the next rescan catches up).
-FRESHNESS_WAIT_SECONDS = 0.25
-MAX_FRESHNESS_FILES = 20
 #: Signals that stop the server or an index run, closing the index first (its WAL truncated).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
-SERVER_INSTRUCTIONS = """Full-text search over the user's local text files (notes, docs, source).
-Use `search` with keywords or a natural-language question; it returns at most one hit per file with
-the path, the matching lines (line_start-line_end), the heading and a snippet with matched words in
-**bold**. Supports "exact phrases", prefix*, and -excluded words; narrow with `path` (a glob such as
-guides/**/*.md, or a folder), `extensions`, `modified_after`/`modified_before`; page with `offset`.
-Then read with `get_document(path, heading=...)` or a line range: it returns the file's outline too.
-`get_index_status` tells whether the first index is still running. `refresh_index` re-reads one file
-(path relative to the source) or everything, right now."""
 
 
 # ---- command line ----------------------------------------------------------------------------
@@ -138,7 +112,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     get_parser.add_argument("--max-chars", type=int, metavar="N", help=f"at most N characters (1-{MAX_DOCUMENT_CHARS:,}; default 20,000), cut at a line end")
     get_parser.add_argument("--start-char", type=int, default=0, metavar="N", help="start N characters into the first line (reading on inside a long line)")
-    get_parser.add_argument("--json", action="store_true", help="print the reply as JSON (with the outline)")
+    get_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
+    get_parser.add_argument("--outline", action="store_true", help="with --json: the file's headings and their lines too")
     status_parser = sub.add_parser("status", parents=[common], help="show index status")
     status_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
     argv = command_first(argv, parser)
@@ -211,18 +186,6 @@ def printable(text: str, keep: str = "") -> str:
     """``text`` with control characters (but those in ``keep``) shown as escapes, for a terminal
     (and writable: see exceptions.writable)."""
     return _UNPRINTABLE.sub(lambda found: found.group() if found.group() in keep else ascii(found.group())[1:-1], writable(text))
-
-
-def writable_reply(reply: _T) -> _T:
-    """``reply`` with every text in it writable (exceptions.writable): a path under a folder
-    whose name is not UTF-8 must not stop a reply being written, and with it the stdio server."""
-    if isinstance(reply, str):
-        return cast(_T, writable(reply))
-    if isinstance(reply, dict):
-        return cast(_T, {key: writable_reply(value) for key, value in reply.items()})
-    if isinstance(reply, list):
-        return cast(_T, [writable_reply(item) for item in reply])
-    return reply
 
 
 class _PrintableMessages(logging.Filter):
@@ -414,7 +377,7 @@ def cmd_get(config: ServerConfig, args: argparse.Namespace) -> int:
     start_line, end_line = args.lines or (None, None)
     given: dict[str, Any] = {} if args.max_chars is None else {"max_chars": args.max_chars}  # else get_document's default
     try:
-        reply = writable_reply(document_reply(config, args.path, args.heading, start_line, end_line, start_char=args.start_char, **given))
+        reply = writable_reply(document_reply(config, args.path, args.heading, start_line, end_line, start_char=args.start_char, outline=args.outline, **given))
     except TOOL_ERRORS as exc:
         bad = exc if isinstance(exc, ArgumentError) and exc.name != "path" else None  # a wrong path is "no such file"
         shown = str(exc) if bad is None else f"{_GET_FLAGS.get(bad.name, bad.name)}: {bad.problem}"
@@ -471,18 +434,6 @@ def cmd_status(config: ServerConfig, args: argparse.Namespace) -> int:
     return 1 if unopened and unopened.startswith("cannot be read") else 0
 
 
-def advised(status: StatusReply) -> StatusReply:
-    """``status`` with a ``hint`` when it shows something the user can fix: PDFs skipped because
-    pdftotext is missing."""
-    pdfs = status["skipped_files"].get("no_extractor", 0)
-    if pdfs:
-        status["hint"] = (
-            f"{pdfs:,} PDF{'s' if pdfs > 1 else ''} not indexed: pdftotext is missing or could not run. Install"
-            f" poppler-utils (or put pdftotext in a folder on PATH); the next scan reads {'them' if pdfs > 1 else 'it'}."
-        )
-    return status
-
-
 def unopened_state(status: StatusReply, index_exists: bool) -> str | None:
     """Why no process has the index open, when none has: not made yet, or not readable."""
     if status["state"] != "starting" or status["writer_pid"] is not None:
@@ -514,389 +465,6 @@ def status_lines(status: StatusReply, unopened: str | None = None) -> list[tuple
     if "hint" in status:
         lines.append(("hint", status["hint"]))
     return lines
-
-
-# ---- the daemon ------------------------------------------------------------------------------
-
-
-class Backoff:
-    """A wait that doubles with each failure in a row, from RETRY_FIRST_SECONDS to RETRY_MAX_SECONDS."""
-
-    def __init__(self) -> None:
-        self.failures = 0
-
-    def delay(self) -> float:
-        """The wait after one more failure."""
-        self.failures += 1
-        return min(RETRY_FIRST_SECONDS * 2 ** min(self.failures - 1, 30), RETRY_MAX_SECONDS)
-
-    def reset(self) -> None:
-        self.failures = 0
-
-
-class Daemon:
-    """Owns the writer and the background rescan loop; the MCP tools call into it.
-
-    Nothing here touches the index before the loop thread runs: opening it may wait for another
-    process that is writing it, and the MCP handshake must not wait for that.
-    """
-
-    def __init__(self, config: ServerConfig) -> None:
-        self.config = config
-        self.indexer: TextIndexer | None = None
-        self.startup_error: str | None = None
-        self.first_scan_done = threading.Event()
-        self.stopping = threading.Event()
-        self.watcher: SourceWatcher | None = None
-        self.watch_state = WatchState(False, 0, "the index is not open yet")
-        self._thread = threading.Thread(target=self._loop, name="rescan", daemon=True)
-        self._checked = False  # the index's integrity, once per run
-        self._pacing = Pacing()
-        #: Files the watcher reported that a failed write left unindexed, a rescan a failed write
-        #: left to do, and when to try again (see RETRY_FIRST_SECONDS).
-        self._pending: set[str] = set()
-        self._rescan_wanted = False
-        self._retry_at: float | None = None
-        self._write_backoff = Backoff()
-        self._loop_backoff = Backoff()
-
-    def _open_writer(self) -> None:
-        def waiting(pid: int | None) -> None:
-            logger.info("another process (pid %s) is writing %s; serving searches from it meanwhile", pid or "?", self.config.db_path)
-
-        try:
-            writer = IndexWriter(self.config.db_path, on_wait=waiting, stop=self.stopping.is_set)
-        except Cancelled:
-            return
-        except Exception as exc:  # noqa: BLE001 - the server must keep answering whatever happened
-            self.startup_error = f"cannot open or create the index {self.config.db_path}: {exc}"
-            logger.error("%s; retrying every %.0fs", self.startup_error, WRITER_RETRY_SECONDS)
-            return
-        self.indexer = TextIndexer(self.config, writer, self.stopping)
-        self.startup_error = None
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def _loop(self) -> None:
-        """The rescan thread. Whatever escapes a turn is logged with its traceback and shown in
-        status, the watcher is dropped, and after a pause (longer while failures repeat) the loop
-        goes on with a rescan and a new watcher: it ends only when the server stops."""
-        while not self.stopping.is_set():
-            try:
-                self._turn()
-                self._loop_backoff.reset()
-            except Cancelled:
-                break
-            except Exception as exc:  # noqa: BLE001 - the one place nothing may get past
-                self._turn_failed(exc)
-        if self.watcher is not None:
-            self.watcher.close()
-
-    def _turn(self) -> None:
-        """Open the index if it is not open, scan, then index what the watcher reports until the
-        next rescan is due."""
-        if self.indexer is None:
-            self._open_writer()
-        indexer = self.indexer
-        if indexer is None:
-            self._wait_for_changes(min(self.config.scan_interval_seconds or WRITER_RETRY_SECONDS, WRITER_RETRY_SECONDS))
-            return
-        try:
-            if not self._checked:
-                indexer.check_integrity()
-                self._checked = True
-            if self.watcher is None:
-                self._start_watching()  # before the scan: edits made during it are caught too
-                indexer.watching = self.watch_state  # the scan records it
-            self._scan(indexer)
-        finally:
-            self.first_scan_done.set()  # searches stop saying "indexing" even if the first scan failed
-        self._wait_for_changes(self.config.scan_interval_seconds or None)
-
-    def _turn_failed(self, exc: Exception) -> None:
-        message = f"the background indexing failed ({type(exc).__name__}: {exc}); it goes on with a rescan and a new watcher"
-        if self.indexer is not None:
-            self.indexer.record_problem(message, exc)
-        else:
-            logger.error("%s", message, exc_info=exc)
-        if self.watcher is not None:
-            self.watcher.close()
-            self.watcher = None
-            self.watch_state = WatchState(False, 0, "stopped by a failure (see last_error); watching again after the next rescan")
-        self.stopping.wait(self._loop_backoff.delay())
-
-    def _scan(self, indexer: TextIndexer, why: str | None = None) -> None:
-        """A full scan; it also covers the files a failed write left pending. If it could not
-        write the index, it is tried again later (see _retry_later)."""
-        if why:
-            logger.info("rescanning: %s", why)
-        reply = indexer.scan()
-        self._rescan_wanted = False
-        if indexer.write_failure is not None:
-            self._retry_later(rescan=True)
-            return
-        if reply["success"] or not self._pending:
-            self._caught_up()
-        if not self.first_scan_done.is_set():
-            logger.info("first scan finished: %d files read, %d removed; serving %s",
-                        reply["files_processed"], reply["files_removed"], self.config.source_directory)
-
-    def _start_watching(self) -> None:
-        try:
-            self.watcher = SourceWatcher(self.config.source_directory, watched_folder(self.config))
-            self.watcher.start()
-        except (WatchUnavailable, OSError) as exc:
-            if str(exc) != self.watch_state.problem:
-                logger.warning("not watching %s for changes: %s", self.config.source_directory, exc)
-            self.watch_state = WatchState(False, 0, str(exc))
-            self.watcher = None  # tried again after the next rescan
-        else:
-            self.watch_state = self.watcher.state
-            logger.info("watching %d folders for changes", self.watcher.state.folders)
-
-    def _wait_for_changes(self, seconds: float | None) -> None:
-        """Until the next periodic rescan (``seconds``; None: none), index what the watcher reports
-        as it comes (a hot file when its wait ends, see watcher.Pacing), and retry what a failed
-        write left when its time comes; return early for a rescan that is to be retried. Without
-        a watcher, just wait (the rescan that follows catches up)."""
-        deadline = None if seconds is None else time.monotonic() + seconds
-        while not self.stopping.is_set():
-            now = time.monotonic()
-            retry_due = self._retry_at is not None and self._retry_at <= now
-            if (deadline is not None and deadline <= now) or (self._rescan_wanted and retry_due):
-                return
-            timers = [at for at in (deadline, self._retry_at) if at is not None]
-            watcher, indexer = self.watcher, self.indexer
-            if watcher is None or indexer is None or not watcher.state.active:
-                self.stopping.wait(max(0.0, min(timers) - now) if timers else None)
-                return
-            hot = self._pacing.next_due()
-            wake = timers + ([hot] if hot is not None else [])
-            batch = watcher.next_batch(max(0.0, min(wake) - now) if wake else None)
-            if self.stopping.is_set():
-                return
-            if batch is not None and batch.rescan:
-                self._scan(indexer, batch.rescan)
-                if self.watcher is not None:
-                    self.watcher.rewatch()  # folders a changed rule lets in now
-            else:
-                self._index_changed(indexer, batch or Batch())
-            if not watcher.state.active:  # a watch limit reached: the periodic rescan takes over
-                self.watch_state, self.watcher = watcher.state, None
-                indexer.record_watching(self.watch_state)
-
-    def _index_changed(self, indexer: TextIndexer, batch: Batch) -> None:
-        """Index the files that changed, unless they are hot (they wait, see watcher.Pacing), with
-        the hot files whose wait ended and, when it is time, the ones a failed write left."""
-        now = time.monotonic()
-        todo = self._pacing.changed(batch.paths - batch.gone, now) | batch.gone
-        retry_due = self._retry_at is not None and self._retry_at <= now
-        if todo or retry_due:
-            todo |= self._pending
-        if not todo:
-            if retry_due:
-                self._caught_up()  # nothing was left to retry
-            return
-        try:
-            indexer.refresh_changed(sorted(todo))
-        except Cancelled:
-            return
-        except Exception as exc:  # noqa: BLE001 - nothing the watcher reported may be lost
-            self._pending |= todo
-            if indexer.write_failure is not None:  # the index cannot be written (a full disk): status says so
-                self._retry_later()
-            else:  # the source or a file in a state nobody foresaw: a rescan sorts it out
-                indexer.record_problem(f"indexing {len(todo)} changed files failed ({type(exc).__name__}: {exc}); rescanning", exc)
-                self._retry_later(rescan=True)
-        else:
-            self._caught_up()
-
-    def _retry_later(self, rescan: bool = False) -> None:
-        """Try again what a failed write left (the pending files; a rescan if asked, or if they
-        are too many to refresh one by one), later and later while it keeps failing."""
-        self._rescan_wanted = self._rescan_wanted or rescan or len(self._pending) > MAX_BATCH_FILES
-        if self._rescan_wanted:
-            self._pending.clear()  # the rescan reads them all
-        delay = self._write_backoff.delay()
-        self._retry_at = time.monotonic() + delay
-        logger.info("trying again in %.0fs to %s", delay, "rescan" if self._rescan_wanted else f"index {len(self._pending)} changed files")
-
-    def _caught_up(self) -> None:
-        """What failed before is written now (or there was nothing left): no retry is due, unless
-        a rescan still is."""
-        self._pending.clear()
-        if not self._rescan_wanted:
-            self._retry_at = None
-            self._write_backoff.reset()
-
-    def refresh_found(self, paths: list[str]) -> bool:
-        """Index again files a search or get_document found changed, if that can be done now (see
-        FRESHNESS_WAIT_SECONDS); True if it was."""
-        indexer = self.indexer
-        if indexer is None or len(paths) > MAX_FRESHNESS_FILES:
-            return False
-        return indexer.refresh_if_free(paths, FRESHNESS_WAIT_SECONDS)
-
-    def wait_for_indexer(self, cancelled: threading.Event) -> TextIndexer:
-        """The indexer, once the loop has opened the index (it may be waiting for another process
-        that is writing it); raises if it cannot be opened or the caller gives up."""
-        while self.indexer is None:
-            if self.startup_error:
-                raise DocSearchError(self.startup_error)
-            if cancelled.wait(0.05) or self.stopping.is_set():
-                raise Cancelled("cancelled while waiting for the index to open")
-        return self.indexer
-
-    def close(self) -> None:
-        """Stop the rescan loop (a scan ends after the file it is writing) and close the index,
-        truncating its WAL."""
-        self.stopping.set()
-        if self.watcher is not None:
-            self.watcher.wake()
-        if self._thread.is_alive():
-            self._thread.join(STOP_WAIT_SECONDS)
-        if self.indexer is not None and not self._thread.is_alive():
-            self.indexer.writer.close()
-
-
-async def run_cancellable(work: Callable[[threading.Event], _T]) -> _T:
-    """Run ``work(cancelled)`` on a worker thread. If the MCP request is cancelled (the client
-    sent notifications/cancelled, or went away), ``cancelled`` is set so the work can stop its
-    SQLite statements, and the request ends at once."""
-    import anyio
-
-    cancelled = threading.Event()
-    try:
-        return await anyio.to_thread.run_sync(work, cancelled, abandon_on_cancel=True)
-    except anyio.get_cancelled_exc_class():
-        cancelled.set()
-        raise
-
-
-def schema_bounds(low: int, high: int | None = None, of: str = "number") -> Any:
-    """Bounds written into a tool's input schema (minimum/maximum for a number, minLength/maxLength
-    for text, minItems/maxItems for a list) so that clients see them; None: no upper bound. Only
-    written: the tools check the same bounds themselves, with messages that name the argument."""
-    from pydantic import Field
-
-    lower, upper = {"number": ("minimum", "maximum"), "text": ("minLength", "maxLength"), "list": ("minItems", "maxItems")}[of]
-    return Field(json_schema_extra={lower: low} if high is None else {lower: low, upper: high})
-
-
-def build_server(daemon: Daemon) -> Any:
-    """The MCP server object with its tools (imports the SDK)."""
-    import anyio
-    from mcp.server import MCPServer
-    from mcp.server.mcpserver import Context
-    from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import ToolAnnotations
-
-    from models import DocumentReply, RefreshReply, SearchReply, StatusReply
-
-    server = MCPServer("docsearch", version=VERSION, instructions=SERVER_INSTRUCTIONS)
-    config = daemon.config
-
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
-    async def search(
-        query: str,
-        limit: Annotated[int, schema_bounds(1, MAX_LIMIT)] = 10,
-        path: Annotated[str | None, schema_bounds(0, MAX_PATH_PATTERN_CHARS, "text")] = None,
-        extensions: Annotated[list[str] | None, schema_bounds(0, MAX_EXTENSIONS, "list")] = None,
-        modified_after: str | None = None,
-        modified_before: str | None = None,
-        offset: Annotated[int, schema_bounds(0, MAX_OFFSET)] = 0,
-        collapse_duplicates: bool = True,
-    ) -> SearchReply:
-        """Full-text search of the indexed files. Returns the best-matching section of each file
-        (at most `limit` files, 1-100): path, title, heading, snippet (matches in **bold**; a ** in
-        the file itself shows as \\*\\*), score (higher is better), line_start/line_end,
-        last_modified. Accepts keywords or a question; "exact phrase", prefix*, and -exclude work.
-        Filters, applied inside the ranking: `path`, a glob relative to the source (`guides/**/*.md`:
-        * and ? stay within a folder, ** spans folders) or a folder (`guides/`), case-sensitive as
-        file names are (one that matches no file but would ignoring case gets a warning naming the
-        spelling that matches, `**/About/**` for `**/about/**`); `extensions`
-        ([".md"]); `modified_after`/`modified_before`, ISO 8601 dates or datetimes (UTC unless
-        given). `offset` pages (`has_more`, `next_offset`). Files whose best section is the same text
-        are one result, the others in `also_in` (`collapse_duplicates=false`: one result each).
-        Each file returned is checked on disk: deleted ones are left out, changed ones are indexed
-        again first, or marked `stale`."""
-
-        def work(cancelled: threading.Event) -> SearchReply:
-            return run_search(
-                config.db_path, query, limit, indexing=not daemon.first_scan_done.is_set(), cancelled=cancelled.is_set,
-                filters=read_filters(path, extensions, modified_after, modified_before), offset=offset,
-                collapse_duplicates=collapse_duplicates, freshness=Freshness(config.source_directory, daemon.refresh_found),
-            )
-
-        try:
-            return writable_reply(await run_cancellable(work))
-        except TOOL_ERRORS as exc:
-            if isinstance(exc, IndexUnavailableError) and daemon.indexer is not None:
-                daemon.indexer.damage_suspected = True
-            raise ToolError(writable(str(exc))) from exc
-
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
-    async def get_document(
-        path: Annotated[str, schema_bounds(1, MAX_USER_PATH_CHARS, "text")],
-        heading: str | None = None,
-        start_line: Annotated[int | None, schema_bounds(1)] = None,
-        end_line: Annotated[int | None, schema_bounds(1)] = None,
-        max_chars: Annotated[int, schema_bounds(1, MAX_DOCUMENT_CHARS)] = 20_000,
-        start_char: Annotated[int, schema_bounds(0)] = 0,
-    ) -> DocumentReply:
-        """Read an indexed file from disk now (`path` relative to the source, as search returns it).
-        `heading`: one section, named as search results name it ("Install > Linux"; its subsections
-        included); a name several headings share takes "#2" for the second ("Examples#2"), or
-        `start_line` (any line of the one wanted). `start_line`/`end_line`: a line range (1-based,
-        inclusive), within the heading's section if one is named. Neither: the file from the top.
-        At most `max_chars` (1-100000) characters, cut at a line end, or inside a line longer than
-        that: when `truncated`, ask again with the same arguments and `start_line=next_start_line`,
-        plus `start_char=next_start_char` (characters of that line already read) when it is set.
-        `outline` lists every heading with its lines. `changed_since_indexed`: the file differs from
-        what the index held (it is indexed again)."""
-
-        def work(cancelled: threading.Event) -> DocumentReply:
-            return document_reply(config, path, heading, start_line, end_line, max_chars, daemon.refresh_found, start_char)
-
-        try:
-            return writable_reply(await run_cancellable(work))
-        except TOOL_ERRORS as exc:
-            raise ToolError(writable(str(exc))) from exc
-
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
-    def get_index_status() -> StatusReply:
-        """How many files are indexed, when the last scan finished, whether a scan is running (in
-        this process or another one writing the same index) and how far it got, the index size, and
-        how many files were skipped for which reason."""
-        return writable_reply(advised(read_status(config, daemon.indexer, daemon.startup_error, daemon.watch_state)))
-
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False))
-    async def refresh_index(
-        ctx: Context, filepath: Annotated[str | None, schema_bounds(1, MAX_USER_PATH_CHARS, "text")] = None
-    ) -> RefreshReply:
-        """Make the index current now. With `filepath` (relative to the source directory, or
-        absolute inside it): re-read that one file, or drop it if it was deleted. Without: rescan
-        everything (waits for a scan already running, then scans again)."""
-
-        def report(progress: ScanProgress) -> None:
-            try:
-                anyio.from_thread.run(ctx.report_progress, progress.files_done, progress.files_total or None, progress.phase)
-            except Exception:  # noqa: BLE001 - a client gone or a cancelled call must not stop the scan
-                logger.debug("progress not sent", exc_info=True)
-
-        def work(cancelled: threading.Event) -> RefreshReply:
-            indexer = daemon.wait_for_indexer(cancelled)
-            if filepath is not None:
-                return indexer.refresh_file(filepath, cancelled.is_set)
-            return indexer.scan(report, cancelled.is_set)
-
-        try:
-            return writable_reply(await run_cancellable(work))
-        except TOOL_ERRORS as exc:
-            raise ToolError(writable(str(exc))) from exc
-
-    return server
 
 
 def cmd_serve(config: ServerConfig, args: argparse.Namespace) -> int:

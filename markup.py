@@ -20,6 +20,9 @@ import re
 HeadingAt = tuple[int, int, str]
 
 MARKDOWN_EXTENSIONS = (".md", ".markdown", ".mdx")
+#: Headings kept of one text: past them a file of millions of one-line headings would take many
+#: times its size; its text is cut at blank lines and by size from the last one kept on.
+MAX_HEADINGS = 100_000
 RST_EXTENSIONS = (".rst", ".rest")
 
 # The regexes run on the text between two added newlines. [^\S\n] is the whitespace that
@@ -51,7 +54,8 @@ _RST_UNDERLINE = re.compile(r"\n(([=\-`:'\"~^_*+#<>.])\2{2,})[^\S\n]*(?=\n)")
 
 def text_headings(padded: str, name: str, most: int | None = None) -> tuple[list[HeadingAt], str]:
     """The headings of a Markdown or reST file (by ``name``), none for other files, and the title
-    they give; the first ``most`` if given."""
+    they give; the first ``most`` if given, at most MAX_HEADINGS."""
+    most = MAX_HEADINGS if most is None else min(most, MAX_HEADINGS)
     lowered = name.lower()
     if lowered.endswith(MARKDOWN_EXTENSIONS):
         return markdown(padded, most)
@@ -93,12 +97,13 @@ def markdown_headings(padded: str, start: int = 0, most: int | None = None) -> l
     return headings
 
 
-def markdown_heading_lines(lines: list[str]) -> dict[int, tuple[int, str]]:
-    """The headings of a Markdown text given as its lines (a notebook cell): line index -> (level, name)."""
+def markdown_heading_lines(lines: list[str], most: int | None = None) -> dict[int, tuple[int, str]]:
+    """The headings of a Markdown text given as its lines (a notebook cell): line index -> (level,
+    name); the first ``most`` if given."""
     padded = "\n" + "\n".join(lines) + "\n"
     found: dict[int, tuple[int, str]] = {}
     line = counted = 0
-    for at, level, name in markdown_headings(padded):
+    for at, level, name in markdown_headings(padded, most=most):
         line += padded.count("\n", counted, at)  # newlines before the boundary: the line's index
         counted = at
         found[line] = (level, name)

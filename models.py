@@ -2,7 +2,8 @@
 
 Internal records are dataclasses. Tool replies are ``typing_extensions.TypedDict`` so the MCP SDK
 derives an output schema from them (a ``typing.TypedDict`` nesting another one silently loses its
-schema on Python 3.11); the CLI's ``--json`` prints the very same dictionaries.
+schema on Python 3.11); the CLI's ``--json`` prints the very same dictionaries, whole, where the MCP
+tools leave out the fields that say nothing (main.lean_search and the like).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ DB_SUFFIX = ".sqlite3"
 #: settings: two installs of different versions never take each other's index for a damaged one.
 #: 5: setext headings, CR line ends and front matter without a title read anew; extracted formats;
 #: each section's said key stored. 6: one Markdown parser for files and notebook cells (CommonMark's
-#: empty headings and fences; setext headings in cells).
-INDEX_FORMAT = 6
+#: empty headings and fences; setext headings in cells). 7: files indexed by name and by title
+#: (search puts the files a query names first); each file's sketch of its words stored (copies.py).
+INDEX_FORMAT = 7
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,9 @@ class LoadedFile:
     #: Each section's said key (sections.said_key): copies of a text share it, so a search groups
     #: them without reading their text.
     said_keys: list[bytes]
+    #: The sketch of the file's words (copies.sketch): a search folds the files whose sketches say
+    #: they are near-copies (versions of a page) into one result.
+    sketch: bytes
 
 
 @dataclass
@@ -172,21 +177,25 @@ class WatchState:
 
 
 class SearchHit(TypedDict):
+    """A search result. search.search fills every field; the MCP tool leaves out those that say
+    nothing (main.lean_hit, docs/tools.md): hence NotRequired."""
+
     path: str
-    title: str
-    heading: str
+    title: NotRequired[str]
+    heading: NotRequired[str]
     snippet: str
     score: float
     line_start: int
     line_end: int
-    last_modified: str
+    last_modified: NotRequired[str]
     #: The file changed on disk since it was indexed and could not be indexed again in time: the
     #: snippet and lines are from the indexed text.
-    stale: bool
-    #: Other files whose best section says the same (copies, versions; sections.said_key), best
-    #: first, at most 5; also_in_count counts them all among the files ranked.
-    also_in: list[str]
-    also_in_count: int
+    stale: NotRequired[bool]
+    #: Other files that say the same: their best section is the same text (sections.said_key), or
+    #: their whole text nearly is (copies.NEAR_COPY: versions of a page). Best first, at most 5;
+    #: also_in_count counts them all among the files ranked.
+    also_in: NotRequired[list[str]]
+    also_in_count: NotRequired[int]
 
 
 class QueryReading(TypedDict):
@@ -199,30 +208,33 @@ class QueryReading(TypedDict):
     as a phrase."""
 
     mode: str
-    required: list[str]
-    optional: list[str]
-    phrases: list[str]
-    prefixes: list[str]
-    excluded: list[str]
-    feedback: list[str]
+    #: search.search fills every list; the MCP tool leaves out the empty ones (main.lean_search).
+    required: NotRequired[list[str]]
+    optional: NotRequired[list[str]]
+    phrases: NotRequired[list[str]]
+    prefixes: NotRequired[list[str]]
+    excluded: NotRequired[list[str]]
+    feedback: NotRequired[list[str]]
 
 
 class SearchReply(TypedDict):
-    query: str
+    """search.search fills every field; the MCP tool leaves out those that say nothing (main.lean_search)."""
+
+    query: NotRequired[str]
     results: list[SearchHit]
     files_matched: int
-    indexing: bool
+    indexing: NotRequired[bool]
     #: Where this page starts among the results; whether more follow, and the offset of the next page.
-    offset: int
+    offset: NotRequired[int]
     has_more: bool
-    next_offset: int | None
+    next_offset: NotRequired[int | None]
     #: What of the query was not searched as typed (over a bound), and results left out of the reply.
-    warnings: list[str]
+    warnings: NotRequired[list[str]]
     #: How the query was read, after those cuts.
-    query_read: QueryReading
+    query_read: NotRequired[QueryReading]
     #: When nothing matched: words of the index close to the query's words (a typo, another
     #: spelling), best first; else empty.
-    suggestions: list[str]
+    suggestions: NotRequired[list[str]]
 
 
 class OutlineEntry(TypedDict):
@@ -235,8 +247,11 @@ class OutlineEntry(TypedDict):
 
 
 class DocumentReply(TypedDict):
+    """documents.document_reply fills every field but the outline's; the MCP tool leaves out
+    those that say nothing (main.lean_document)."""
+
     path: str
-    title: str
+    title: NotRequired[str]
     text: str
     #: The lines returned (1-based, inclusive); 0 and 0 for an empty file.
     line_start: int
@@ -244,16 +259,17 @@ class DocumentReply(TypedDict):
     total_lines: int
     #: More of what was asked for follows: ask again from next_start_line (and next_start_char,
     #: set when the cut is inside that line: a line longer than max_chars).
-    truncated: bool
-    next_start_line: int | None
-    next_start_char: int | None
-    #: Every heading of the file (at most 1000; outline_truncated says when there are more).
-    outline: list[OutlineEntry]
-    outline_truncated: bool
+    truncated: NotRequired[bool]
+    next_start_line: NotRequired[int | None]
+    next_start_char: NotRequired[int | None]
+    #: Every heading of the file (at most 1000; outline_truncated says when there are more); only
+    #: when asked for (get_document's ``outline``).
+    outline: NotRequired[list[OutlineEntry]]
+    outline_truncated: NotRequired[bool]
     #: The file on disk differs from what the index held; it was indexed again (unless stale).
-    changed_since_indexed: bool
+    changed_since_indexed: NotRequired[bool]
     #: It changed, and could not be indexed again in time: searches still see the old text.
-    stale: bool
+    stale: NotRequired[bool]
     last_modified: str
 
 
@@ -269,23 +285,26 @@ class WatchingReply(TypedDict):
     #: Folders watched.
     folders: int
     #: Why not watching, and what to do about it.
-    problem: str | None
+    problem: NotRequired[str | None]
 
 
 class StatusReply(TypedDict):
+    """status.read_status fills every field but the hint; the MCP tool leaves out those that say
+    nothing (main.lean_status)."""
+
     source_directory: str
     index_path: str
     state: str
-    progress: ScanProgressReply
+    progress: NotRequired[ScanProgressReply]
     indexed_files: int
     total_documents: int
     index_size_mb: float
-    last_scan: str | None
-    errors_encountered: int
-    last_error: str | None
-    skipped_files: dict[str, int]
-    fallback_decoded_files: int
-    writer_pid: int | None
+    last_scan: NotRequired[str | None]
+    errors_encountered: NotRequired[int]
+    last_error: NotRequired[str | None]
+    skipped_files: NotRequired[dict[str, int]]
+    fallback_decoded_files: NotRequired[int]
+    writer_pid: NotRequired[int | None]
     watching: WatchingReply
     #: What the user can do about something above (PDFs skipped for want of pdftotext); only then.
     hint: NotRequired[str]
@@ -295,4 +314,4 @@ class RefreshReply(TypedDict):
     success: bool
     files_processed: int
     files_removed: int
-    errors: list[str]
+    errors: NotRequired[list[str]]

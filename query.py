@@ -6,7 +6,8 @@ splits text, and every word or phrase is re-quoted. What a user can still expres
 operators, column filters, parentheses, ``^``, NEAR) is searched for as plain words.
 
 Up to MAX_AND_TERMS words are keywords, all required in the file. Longer questions drop stopwords
-and OR the remaining words (a compound's words separately), each counted at most MAX_REPEATS times.
+and OR the remaining words (a compound's words separately, but a number such as 7.4 as the phrase
+of its parts), each counted at most MAX_REPEATS times.
 Phrases and questions whose words are in so many sections that ranking them would be slow are
 loosened (fit_phrases, fit_question), and the query's warnings say so. search.py ranks the plan.
 """
@@ -275,6 +276,18 @@ def _is_cjk_run(term: list[str]) -> bool:
     return len(term) > 1 and all(database.CJK_WORD.fullmatch(word) for word in term)
 
 
+def _is_number(term: list[str]) -> bool:
+    """Whether ``term`` is a number of several parts (7.4, 1.2.3, 2024-05-01): FTS5 reads its
+    digits as adjacent words, and only together do they mean that number."""
+    return len(term) > 1 and all(word.isdecimal() for word in term)
+
+
+def _is_run(term: list[str]) -> bool:
+    """Whether a question searches ``term`` as one phrase: a CJK word is the phrase of its
+    characters, a number of several parts the phrase of its parts (_is_number)."""
+    return _is_cjk_run(term) or _is_number(term)
+
+
 def _is_stopword(term: list[str]) -> bool:
     return all(word.lower() in STOPWORDS for word in term)
 
@@ -323,9 +336,9 @@ def _question_plan(parsed: ParsedQuery, content: list[list[str]], required: list
     # A question describes, it does not filter: its "phrases" and prefix* terms rank files
     # higher instead of being required, and a compound counts word by word ("two-dimensional"
     # as a phrase would give no credit for "two dimensions"). Its stopwords only add noise.
-    words = [w for t in content if not _is_cjk_run(t) for w in t if w not in STOPWORDS]
+    words = [w for t in content if not _is_run(t) for w in t if w not in STOPWORDS]
     words += [w for p in parsed.phrases for w in p if w not in STOPWORDS]
-    runs = list(dict.fromkeys(quote(t) for t in content if _is_cjk_run(t)))  # a CJK word is the phrase of its characters
+    runs = list(dict.fromkeys(quote(t) for t in content if _is_run(t)))
     shown = [quote([w]) for w in _capped_repeats(words)] + runs + required
     return MatchPlan(f"({' OR '.join(shown)})", None, question=True, intersects=False, shown=tuple(shown), mode="question")
 
@@ -373,7 +386,7 @@ def query_reading(parsed: ParsedQuery, plan: MatchPlan, feedback: Sequence[str])
         searched = {part[1:-1] for part in plan.shown if part.endswith('"')}
         words = [word for word in dict.fromkeys(w for t in parsed.terms for w in t) if word in searched]
         words += [w for phrase in parsed.phrases for w in phrase if w in searched and w not in words]
-        words += [_joined(t) for t in parsed.terms if _is_cjk_run(t) and " ".join(t) in searched and _joined(t) not in words]
+        words += [_joined(t) for t in parsed.terms if _is_run(t) and " ".join(t) in searched and _joined(t) not in words]
     return {
         "mode": plan.mode,
         "required": [] if plan.question else words,

@@ -6,8 +6,8 @@ with them in different sections, then files with only some of them, each group s
 one before. A question's words are OR-ed, so bm25 ranks files by how many rare words they share
 with the question; then the words that best tell the best files of that first pass from the rest
 join the question (pseudo-relevance feedback), their score scaled to FEEDBACK_SHARE of the
-question's. Files holding the same text (sections.said_key) are one result. bench/relevance.py
-measures what each choice gives.
+question's. Files holding the same text (sections.said_key), or nearly the same (copies.py: versions
+of a page), are one result. bench/relevance.py measures what each choice gives.
 """
 
 from __future__ import annotations
@@ -24,14 +24,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
+import copies
 import database
 from config import USABLE_CPUS
 from exceptions import ArgumentError, Cancelled, IndexUnavailableError, QueryError
-from file_utils import disk_signature
+from file_utils import disk_signature, has_surrogates
 from filters import NO_FILTERS, Filters, search_scope
 from models import QueryReading, SearchHit, SearchReply
 from query import (
     MAX_QUERY_CHARS,
+    MAX_QUERY_TERMS,
     MAX_TERM_CHARS,
     QUESTION_SAMPLE_FILES,
     STOPWORDS,
@@ -44,7 +46,7 @@ from query import (
     quote,
     rarest_words,
 )
-from snippets import section_hit, section_snippets, showable
+from snippets import answering_spans, section_hit, section_snippets, showable
 
 MAX_LIMIT = 100
 #: A safety net under the query's bounds (query.py): SQLite is stopped after this long and the
@@ -96,8 +98,8 @@ def search(
 ) -> SearchReply:
     """Search the index at ``db_path``: the best section of each file, from the ``offset``-th file
     on, at most ``limit`` of them, among the files ``filters`` let through. With
-    ``collapse_duplicates``, files whose best section is the same text are one result (see
-    _first_groups). With ``freshness``, each file is checked on disk first (see Freshness).
+    ``collapse_duplicates``, files whose best section is the same text, or whose texts are nearly
+    the same, are one result (see _first_groups). With ``freshness``, each file is checked on disk first (see Freshness).
 
     ``cancelled``: polled while SQLite works; once it returns true the search stops and raises
     Cancelled. A search still running after SEARCH_TIME_LIMIT_SECONDS is stopped as well.
@@ -169,10 +171,12 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
             plan, (ranked, feedback, files_matched), reading, groups = _rank_enough(run, parsed, plan, asking, limits, loaded)
             sections, gone, changed = loaded.sections, loaded.gone, loaded.changed
             page = groups[asking.offset:wanted]
-            leaders = loaded.with_text(conn, [group[0][0] for group in page])
             # Snippets highlight the user's own words; a file found only by feedback words is shown
-            # with those.
-            snippet_text = section_snippets(conn, [plan.shown, [quote([w]) for w in feedback]], leaders)
+            # with those. Each hit is the heading span of its section that holds them best.
+            highlights = [plan.shown, [quote([w]) for w in feedback]]
+            leaders = answering_spans(conn, highlights, loaded.with_text(conn, [group[0][0] for group in page]))
+            sections.update(leaders)
+            snippet_text = section_snippets(conn, highlights, leaders)
             suggestions = [] if ranked or asking.offset else suggest(conn, parsed)
     except sqlite3.Error as exc:
         if database.is_interruption(exc):
@@ -211,7 +215,7 @@ def _rank_enough(
     while True:
         plan, (ranked, feedback, files_matched) = rank_in_time(run, parsed, plan, window, limits, need)
         reading = query_reading(parsed, plan, feedback)
-        ranked = with_weighed_words(run.conn, reading, ranked)
+        ranked = names_first(run, asking.query, plan, with_weighed_words(run.conn, reading, ranked))
         groups = _first_groups(run.conn, ranked, wanted + 1, asking, loaded)
         if len(groups) > wanted or window >= MAX_RANKED_FILES:
             break  # (past MAX_RANKED_FILES files of copies, further results are not looked for)
@@ -259,17 +263,25 @@ def _first_groups(
 ) -> list[list[tuple[int, float]]]:
     """The first ``wanted`` groups of ``ranked`` (fewer if it runs out), best first, each led by
     its best-ranked file: files whose best section says the same (see sections.said_key) are one
-    group; without ``asking.collapse``, each file is its own. Sections are loaded as needed, in
-    batches that double, into ``loaded``; files that are gone are left out."""
+    group, and a file that is a near-copy of a group's leader (copies.NEAR_COPY) joins that group;
+    without ``asking.collapse``, each file is its own. Sections are loaded as needed, in batches
+    that double, into ``loaded``; files that are gone are left out."""
     groups: dict[object, list[tuple[int, float]]] = {}
+    leaders = copies.Leaders()
     position, batch = 0, wanted
     while position < len(ranked) and len(groups) < wanted:
         chunk = ranked[position:position + batch]
         position, batch = position + len(chunk), 2 * batch
         loaded.load(conn, [rowid for rowid, _ in chunk], asking)
         for rowid, score in chunk:
-            if rowid in loaded.keys:
-                groups.setdefault(loaded.keys[rowid], []).append((rowid, score))
+            if rowid not in loaded.keys:
+                continue
+            key, sketch = loaded.keys[rowid], loaded.sections[rowid]["sketch"]
+            if key not in groups and asking.collapse:
+                key = next(leaders.near(sketch), key)
+            if key not in groups:
+                leaders.add(key, sketch)
+            groups.setdefault(key, []).append((rowid, score))
     return list(groups.values())
 
 
@@ -335,6 +347,49 @@ def rank_in_time(
             parsed.warnings.append(f"the question took too long to rank with all its words; these were left out: {', '.join(left_out)}")
         return plan, ranking
     raise AssertionError("the last of QUESTION_ATTEMPTS has no time limit")
+
+
+#: A query that is a file's name (with or without its extension) or title puts up to this many
+#: such files first (the same page in several version folders, say); see names_first.
+MAX_NAMED_FILES = 20
+#: A query's word that is written like a file's name (a letter and a -, _ or . inside:
+#: Get-ChildItem, about_Signing, setup.py) multiplies the score of the files of that name by this,
+#: among the files the query found. Plain words are left alone: "install" names too many files.
+NAME_BOOST = 1.5
+#: At most this many of a query's words are looked up as names.
+MAX_NAMES_LOOKED_UP = 4
+_NAME_LIKE = re.compile(r"(?=.*[^\W\d_])\w[\w.-]*[-_.][\w.-]*\w")
+
+
+def names_first(run: Searching, query: str, plan: MatchPlan, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """``ranked`` with the files the whole query names (database.files_named) first, scored above
+    the rest (those matching the query best first), each at its first section; else the files
+    named by a word of the query (_NAME_LIKE) scored NAME_BOOST times higher."""
+    query = query[:MAX_QUERY_CHARS]
+    if has_surrogates(query):  # SQLite cannot be given one, and no indexed name holds one
+        return ranked
+    whole = query.strip().strip("\"'`")
+    named = database.files_named(run.conn, whole, MAX_NAMED_FILES, run.scope) if whole else []
+    if not named:
+        return _boost_named_words(run, query, ranked)
+    matching = database.best_section_of_files(run.conn, plan.broad or plan.precise, COLUMN_WEIGHTS, named, len(named))
+    scores = {database.file_id_of(rowid): -bm25 for rowid, bm25 in matching}  # best first
+    top = max((score for _, score in ranked), default=1.0)
+    leading = [*scores, *(file_id for file_id in named if file_id not in scores)]
+    # Asked for by name, a page is shown from its top: its first section, not the one that says its name most.
+    first = [(database.section_id(file_id, 0), 2 * top + scores.get(file_id, 0.0)) for file_id in leading]
+    return first + [(rowid, score) for rowid, score in ranked if database.file_id_of(rowid) not in leading]
+
+
+def _boost_named_words(run: Searching, query: str, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """``ranked`` with the files named by the query's name-like words (see NAME_BOOST) scored higher."""
+    words = [part.strip("\"'`") for part in query.split()[:MAX_QUERY_TERMS]]
+    names = list(dict.fromkeys(word for word in words if _NAME_LIKE.fullmatch(word)))[:MAX_NAMES_LOOKED_UP]
+    boosted = {file_id for name in names for file_id in database.files_named(run.conn, name, MAX_NAMED_FILES, run.scope)}
+    if not boosted:
+        return ranked
+    rescored = [(rowid, score * NAME_BOOST if database.file_id_of(rowid) in boosted else score) for rowid, score in ranked]
+    return sorted(rescored, key=lambda hit: -hit[1])
 
 
 #: A score below this came from words FTS5 gave no weight (see with_weighed_words).

@@ -56,16 +56,17 @@ class Content:
 
 def file_content(rel: str, data: bytes, notebook_outputs: bool = False, most: int | None = None, max_text: int | None = None) -> Content:
     """The Content of a file's bytes: a format formats.py extracts, else decoded text (Markdown and
-    reST headings found in it); the first ``most`` headings if given. Raises FileSkipped, as
-    too_large when an extracted text is longer than ``max_text`` characters."""
-    extracted = formats.extract(rel, data, notebook_outputs=notebook_outputs, max_text_chars=max_text)
+    reST headings found in it); the first ``most`` headings if given, at most markup.MAX_HEADINGS
+    (found no further). Raises FileSkipped, as too_large when an extracted text is longer than
+    ``max_text`` characters."""
+    extracted = formats.extract(rel, data, notebook_outputs=notebook_outputs, max_text_chars=max_text, max_headings=most)
     if extracted is None:
         text, encoding, fallback = decode_text(rel, data)
         if "\r" in text:  # CR LF and old Mac CR-only line ends: lines end with \n alone here
             text = _CARRIAGE_RETURN.sub("\n", text)
         return text_content(text, rel, most, encoding, fallback)
     padded = f"\n{extracted.text}\n"
-    headings = _boundaries(padded, extracted.headings[:most])
+    headings = _boundaries(padded, extracted.headings)
     title = _title(padded, extracted.title or next((name for _, level, name in headings if level == 1), ""), bool(headings))
     return Content(padded, title, headings, f"extracted:{rel.rsplit('.', 1)[-1].lower()}")
 
@@ -189,6 +190,76 @@ def _numbered(padded: str, pieces: list[tuple[int, str, str]]) -> list[Section]:
         sections.append(Section(line, end_line, heading, body))
         line, counted = end_line, offset + len(body)
     return sections
+
+
+@dataclass(frozen=True)
+class HeadingSpan:
+    """A heading's own lines within a section: from its line to the next heading of any level (or
+    the section's end), named by its path as search results and get_document name it."""
+
+    heading: str
+    name: str
+    start_line: int
+    end_line: int
+    text: str
+
+
+def heading_spans(rows: Sequence[tuple[int, int, str]], name: str) -> list[HeadingSpan]:
+    """The heading spans of a Markdown or reST file ``name`` (none for other files) from its first
+    sections ``rows`` (start_line, end_line, body) on. Front matter is in no span."""
+    if not rows or not name.lower().endswith(markup.MARKDOWN_EXTENSIONS + markup.RST_EXTENSIONS):
+        return []
+    lines: list[str] = []
+    last_end = 0
+    for first, end, text in rows:
+        pieces = text.split("\n")
+        if lines and first == last_end:  # a piece of a long line cut in several sections
+            lines[-1] += pieces.pop(0)
+        lines.extend([""] * (first - 1 - len(lines)))
+        lines.extend(pieces)
+        last_end = end
+    content = text_content("\n".join(lines), name)
+    padded = content.padded
+    spans: list[HeadingSpan] = []
+    path: list[tuple[int, str]] = []
+    # A heading with no text of its own (a page title over its first subsection) goes with the
+    # span after it: that span starts at its line, and its name counts among the span's heading words.
+    opened = padded.count("\n", 0, markup.front_matter(padded)[0] + 1)  # the first line after front matter
+    names: list[str] = []
+    heading_lines: set[int] = set()
+    line = counted = 0
+    for at, level, heading in content.headings:
+        line += padded.count("\n", counted, at + 1)  # the heading's line: newlines up to its boundary
+        counted = at + 1
+        if line > opened:  # the heading closes the span before it, if that says something
+            text = "\n".join(lines[opened - 1:line - 1])
+            says = _says_something(text, opened, heading_lines)
+            if says:
+                spans.append(_span(path, names, opened, text))
+            if says or not text.strip():
+                opened, names, heading_lines = line, [], set()
+        while path and path[-1][0] >= level:
+            path.pop()
+        path.append((level, heading))
+        names.append(heading)
+        heading_lines.add(line)
+    spans.append(_span(path, names, opened, "\n".join(lines[opened - 1:])))
+    return [span for span in spans if span.text]
+
+
+def _span(path: list[tuple[int, str]], names: list[str], first: int, text: str) -> HeadingSpan:
+    """The span of ``text`` from line ``first`` under the heading ``path``, less its trailing blank lines."""
+    text = text.rstrip()
+    return HeadingSpan(" > ".join(h for _, h in path)[:MAX_TITLE_CHARS], " ".join(names), first, first + text.count("\n"), text)
+
+
+#: A line of underline or overline characters (setext and reST headings): not text of a span's own.
+_UNDERLINE_CHARACTERS = " \t=-`:'\"~^_*+#<>."
+
+
+def _says_something(text: str, first: int, heading_lines: set[int]) -> bool:
+    """Whether ``text`` (lines from ``first``) holds a line that is neither a heading nor an underline."""
+    return any(line.strip(_UNDERLINE_CHARACTERS) for number, line in enumerate(text.split("\n"), first) if number not in heading_lines)
 
 
 def said_key(body: str) -> bytes:

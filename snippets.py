@@ -1,4 +1,7 @@
-"""What a reply shows of a section: its snippet, cut and highlighted, and text safe to show.
+"""What a reply shows of a section: the heading span that answers, its clean snippet, text safe to show.
+
+answering_spans narrows each of the first hits to the heading span of its file (sections.heading_spans)
+that holds the searched words best; clean_snippet takes the Markdown that is not text out of a snippet.
 
 A snippet is cut by FTS5 (database.snippets) from the section, or from a window of a long one
 (snippet_window), with the matches between private-use markers; the markers become ``**`` once the
@@ -7,6 +10,7 @@ snippet's lines are located, and the file's own ``**`` is shown escaped.
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 from collections import Counter
@@ -16,6 +20,7 @@ from datetime import datetime, timezone
 import database
 from models import SearchHit
 from query import highlight_match
+from sections import heading_spans
 
 #: A snippet shows at most this many characters of the file.
 SNIPPET_MAX_CHARS = 500
@@ -40,6 +45,7 @@ HIGHLIGHT = "**"
 ESCAPED_HIGHLIGHT = r"\*\*"
 
 _SPACE = re.compile(r"\s")
+_WORDS = re.compile(r"[^\W_]+")
 
 
 def section_snippets(conn: sqlite3.Connection, highlights: Sequence[Sequence[str]], sections: dict[int, dict]) -> dict[int, str]:
@@ -68,6 +74,55 @@ def section_snippets(conn: sqlite3.Connection, highlights: Sequence[Sequence[str
                 if rowid not in shown and window != (0, len(bodies[rowid]))
             }
     return shown
+
+
+#: A hit is named by the heading whose own lines hold the query's words best (answering_spans),
+#: in any section of its file: a word in the heading's own text counts HEADING_WEIGHT times more.
+#: Only the first MAX_ANSWERING_HITS hits are (~1-2 ms each), and only those whose section is
+#: among their file's first MAX_FILE_SECTIONS.
+HEADING_WEIGHT = 2.0
+MAX_ANSWERING_HITS = 10
+MAX_FILE_SECTIONS = 8
+
+
+def answering_spans(conn: sqlite3.Connection, highlights: Sequence[Sequence[str]], sections: dict[int, dict]) -> dict[int, dict]:
+    """``sections`` (loaded with their text, best first), the first MAX_ANSWERING_HITS each replaced
+    by the heading span of its file (sections.HeadingSpan) that holds the words of the first of
+    ``highlights`` it matches best: its heading, lines and text. A section is kept as it is when
+    its file has no headings or no span matches."""
+    first = list(sections.items())[:MAX_ANSWERING_HITS]
+    spans = {rowid: heading_spans(_file_rows(conn, rowid), str(section["path"])) for rowid, section in first}
+    spans = {rowid: found for rowid, found in spans.items() if found}
+    narrowed = dict(sections)
+    for parts in highlights:
+        keys = [(rowid, number) for rowid, found in spans.items() for number in range(len(found))]
+        if not parts or not keys:
+            continue
+        texts = {index: (spans[rowid][number].name, spans[rowid][number].text) for index, (rowid, number) in enumerate(keys)}
+        scores: Counter[tuple[int, int]] = Counter()
+        named: Counter[tuple[int, int]] = Counter()  # of equal scores, the heading most about the words wins
+        for anywhere, headed in database.matching_texts(conn, texts, list(dict.fromkeys(parts))):
+            holding = Counter(keys[index][0] for index in anywhere)
+            for index in anywhere:
+                rowid = keys[index][0]
+                rarity = math.log(1 + len(spans[rowid]) / holding[rowid])  # a word in every span tells none apart
+                scores[keys[index]] += rarity * (1 + HEADING_WEIGHT * (index in headed))
+            for index in headed:
+                named[keys[index]] += 1 / max(1, len(_WORDS.findall(texts[index][0])))
+        for rowid in {rowid for rowid, _ in scores}:
+            best = max(range(len(spans[rowid])), key=lambda number: (scores[(rowid, number)], named[(rowid, number)], -number))
+            span = spans.pop(rowid)[best]
+            narrowed[rowid] = {
+                **sections[rowid], "heading": span.heading, "start_line": span.start_line, "end_line": span.end_line, "body": span.text,
+            }
+    return narrowed
+
+
+def _file_rows(conn: sqlite3.Connection, rowid: int) -> list[tuple[int, int, str]]:
+    """The file's first sections, as a reply may show them, if they hold ``rowid`` (see heading_spans)."""
+    if rowid & (database.MAX_SECTIONS_PER_FILE - 1) >= MAX_FILE_SECTIONS:
+        return []
+    return [(start, end, visible_text(body)) for start, end, body in database.file_sections(conn, rowid, MAX_FILE_SECTIONS)]
 
 
 def _with_ellipses(text: str, window: tuple[int, int], length: int) -> str:
@@ -141,9 +196,10 @@ def section_hit(section: dict, snippet: str, score: float) -> SearchHit:
     """The hit a reply shows for a loaded section: its ``snippet`` cut (bounded_snippet) and
     highlighted with ``**``, the lines that it shows, and its ``score``."""
     body: str = section["body"]
-    start, end = _snippet_lines(body, snippet, section["start_line"], section["end_line"])
-    # The file's own "**" is escaped before the cut, so the cut bounds what is shown.
-    text = bounded_snippet(" ".join(snippet.split()).replace(HIGHLIGHT, ESCAPED_HIGHLIGHT))
+    start, end, at = _snippet_lines(body, snippet, section["start_line"], section["end_line"])
+    # The file's own "**" left after cleaning (in code) is escaped before the cut, so the cut
+    # bounds what is shown.
+    text = bounded_snippet(" ".join(clean_snippet(snippet, _in_fence(body, at)).split()).replace(HIGHLIGHT, ESCAPED_HIGHLIGHT))
     text = text.replace(_MARK_OPEN, HIGHLIGHT).replace(_MARK_CLOSE, HIGHLIGHT)
     modified = datetime.fromtimestamp(section["mtime_ns"] / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
     return {
@@ -159,6 +215,84 @@ def section_hit(section: dict, snippet: str, score: float) -> SearchHit:
         "also_in": [],
         "also_in_count": 0,
     }
+
+
+_FENCE = re.compile(r"[^\S\n]*(?:`{3,}|~{3,})[^\n]*")
+_FENCE_LINE = re.compile(r"^[^\S\n]*(?:`{3,}|~{3,})", re.M)
+_FRONT_MATTER_LINES = re.compile(r"\A[^\S\n]*---[^\S\n]*\n.*?\n[^\S\n]*(?:---|\.\.\.)[^\S\n]*(?:\n|\Z)", re.S)
+_SETEXT_OR_RULE = re.compile(r"[^\S\n]*(?:=+|-{3,}|\*{3,}|_{3,})[^\S\n]*")
+_TABLE_DELIMITER = re.compile(r"[^\S\n]*\|?(?:[^\S\n]*:?-+:?[^\S\n]*\|)+(?:[^\S\n]*:?-+:?[^\S\n]*)?")
+_LINE_LEAD = re.compile(r"[^\S\n]*(?:>[^\S\n]*)*(?:#{1,6}[^\S\n]+|[-*+][^\S\n]+)?")
+_CLOSING_HASHES_AT_END = re.compile(r"[^\S\n]+#+[^\S\n]*$")
+_HTML = re.compile(
+    r"<!--.*?(?:-->|$)|</?(?:a|abbr|b|blockquote|br|code|dd|del|details|div|dl|dt|em|h[1-6]|hr|i|img|ins|kbd|li|ol|p|pre"
+    r"|s|small|span|strong|sub|summary|sup|table|tbody|td|th|thead|tr|u|ul)(?:\s[^<>]*)?/?>",
+    re.I | re.S,
+)
+_IMAGE_OR_LINK = re.compile(r"!?\[([^\[\]\n]*)\](?:\((?:[^()\s]|\([^()\s]*\))*(?:\s+\"[^\"]*\")?\)|\[[^\[\]\n]*\])")
+#: What is left of a link whose text the snippet's start cut off, or whose target its end cut off.
+_LINK_TARGET = re.compile(r"\]\((?:[^()\s]|\([^()\s]*\))*(?:\)|$)")
+_AUTOLINK = re.compile(r"<((?:https?|mailto|ftp):[^<>\s]*)>")
+_CODE_SPAN = re.compile(r"(`+)[^`]*?\1|`+")
+#: Emphasis: a run of * or _ that opens before a non-space and closes after one; _ not inside a word.
+_EMPHASIS = re.compile(r"(?<![\\*])(\*{1,3})(?=[^\s*])(.+?)(?<=[^\s\\*])\1(?!\*)|(?<![\w\\])(_{1,3})(?=[^\s_])(.+?)(?<=[^\s\\_])\3(?![\w_])")
+_TABLE_PIPE = re.compile(r"(?<!\\)\|")
+_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
+def clean_snippet(text: str, in_fence: bool = False) -> str:
+    """``text`` (a snippet's lines) without the Markdown that is not text: front matter, heading and
+    list markers, setext underlines and rules, code fences, emphasis markers, link targets, HTML
+    tags and comments, table pipes (cells are separated by "; "); an escaped character is the
+    character. Code keeps its text as written: inside a fence (``in_fence``: the text starts in
+    one), and inside `code spans`."""
+    lead = ELLIPSIS if text.startswith(ELLIPSIS) else ""
+    tail = ELLIPSIS if text.endswith(ELLIPSIS) and len(text) > len(lead) else ""
+    text = _FRONT_MATTER_LINES.sub("", text[len(lead):len(text) - len(tail)], count=1)
+    lines: list[str] = []
+    for line in text.split("\n"):
+        if _FENCE.fullmatch(line):
+            in_fence = not in_fence
+        elif in_fence:
+            lines.append(line)
+        elif not (_SETEXT_OR_RULE.fullmatch(line) or _TABLE_DELIMITER.fullmatch(line)):
+            lines.append(_clean_line(line))
+    return lead + "\n".join(lines) + tail
+
+
+def _clean_line(line: str) -> str:
+    """A line of Markdown outside code fences as text (see clean_snippet)."""
+    heading = line.lstrip().startswith("#")
+    line = line[_LINE_LEAD.match(line).end():]
+    if heading:
+        line = _CLOSING_HASHES_AT_END.sub("", line)
+    if line.strip().startswith("|") or line.rstrip().endswith("|"):
+        cells = _TABLE_PIPE.split(line.strip().strip("|"))
+        return "; ".join(cleaned for cleaned in (_clean_cell(cell) for cell in cells) if cleaned)
+    return _clean_cell(line)
+
+
+def _clean_cell(text: str) -> str:
+    """Text outside code fences as text (see clean_snippet); `code spans` are left as they are."""
+    parts: list[str] = []
+    at = 0
+    for code in _CODE_SPAN.finditer(text):
+        parts.append(_clean_prose(text[at:code.start()]))
+        parts.append(code.group())
+        at = code.end()
+    parts.append(_clean_prose(text[at:]))
+    return "".join(parts).strip()
+
+
+def _clean_prose(text: str) -> str:
+    text = _HTML.sub(" ", _AUTOLINK.sub(r"\1", text))  # a tag may part words (<br>): a space
+    text = _LINK_TARGET.sub("", _IMAGE_OR_LINK.sub(r"\1", text))
+    while True:
+        unmarked = _EMPHASIS.sub(lambda found: found[2] if found[1] else found[4], text)
+        if unmarked == text:
+            break
+        text = unmarked
+    return _ESCAPE.sub(r"\1", text)
 
 
 def bounded_snippet(text: str) -> str:
@@ -185,11 +319,17 @@ def bounded_snippet(text: str) -> str:
     return lead + cut + tail
 
 
-def _snippet_lines(body: str, snippet: str, first: int, last: int) -> tuple[int, int]:
-    """Lines of the file that the snippet shows; the section's range if it cannot be located."""
+def _snippet_lines(body: str, snippet: str, first: int, last: int) -> tuple[int, int, int]:
+    """Lines of the file that the snippet shows, and where in ``body`` it starts; the section's
+    range and 0 if it cannot be located."""
     clean = snippet.replace(_MARK_OPEN, "").replace(_MARK_CLOSE, "").strip("…").strip()
     at = body.find(clean) if clean else -1
     if at < 0:
-        return first, last
+        return first, last, 0
     start = first + body.count("\n", 0, at)
-    return start, min(last, start + clean.count("\n"))
+    return start, min(last, start + clean.count("\n")), at
+
+
+def _in_fence(body: str, at: int) -> bool:
+    """Whether offset ``at`` of ``body`` is inside a fenced code block (an odd number of fence lines before it)."""
+    return len(_FENCE_LINE.findall(body, 0, at)) % 2 == 1

@@ -96,3 +96,15 @@ def _watching_reply(own: WatchState | None, recorded: str | None) -> WatchingRep
     except (ValueError, TypeError, AttributeError, ProcessLookupError, PermissionError):
         pass
     return {"active": False, "folders": 0, "problem": "no server is running on this index: changes are indexed when one starts"}
+
+
+def advised(status: StatusReply) -> StatusReply:
+    """``status`` with a ``hint`` when it shows something the user can fix: PDFs skipped because
+    pdftotext is missing."""
+    pdfs = status["skipped_files"].get("no_extractor", 0)
+    if pdfs:
+        status["hint"] = (
+            f"{pdfs:,} PDF{'s' if pdfs > 1 else ''} not indexed: pdftotext is missing or could not run. Install"
+            f" poppler-utils (or put pdftotext in a folder on PATH); the next scan reads {'them' if pdfs > 1 else 'it'}."
+        )
+    return status

@@ -345,7 +345,7 @@ def measure_documents(corpus: Path, config: ServerConfig, repeat: int = 3) -> di
     truncated = 0
     for rel in paths:
         try:
-            first = document_reply(config, rel)  # warms the file and gives its outline
+            first = document_reply(config, rel, outline=True)  # warms the file and gives its outline
         except ArgumentError as exc:
             errors.append(f"{rel}: {exc}")
             continue

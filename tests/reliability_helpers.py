@@ -299,7 +299,7 @@ class RelStdioServer:
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             status = self.status()
-            if status["state"] == "error" or (status["state"] == "idle" and status["progress"]["phase"] == "done"):
+            if status["state"] in ("error", "idle"):  # idle: the scan is done (#23: progress only while indexing)
                 return status
             time.sleep(0.05)
         raise AssertionError(f"first scan did not finish within {self.timeout}s: {status}")

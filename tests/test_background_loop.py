@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import main
+from daemon import Daemon
 from database import IndexWriter
 from indexer import TextIndexer, watched_folder
 from models import ServerConfig
@@ -51,12 +51,12 @@ def watched_config(source: Path, tmp_path: Path) -> ServerConfig:
 
 
 @pytest.fixture
-def daemon_of() -> Iterator[Callable[[ServerConfig], main.Daemon]]:
+def daemon_of() -> Iterator[Callable[[ServerConfig], Daemon]]:
     """Starts a Daemon on a config and waits for its first scan; every one is closed afterwards."""
-    started: list[main.Daemon] = []
+    started: list[Daemon] = []
 
-    def start(config: ServerConfig) -> main.Daemon:
-        daemon = main.Daemon(config)
+    def start(config: ServerConfig) -> Daemon:
+        daemon = Daemon(config)
         started.append(daemon)
         daemon.start()
         assert daemon.first_scan_done.wait(30)
@@ -67,7 +67,7 @@ def daemon_of() -> Iterator[Callable[[ServerConfig], main.Daemon]]:
         daemon.close()
 
 
-def status_of(daemon: main.Daemon) -> dict:
+def status_of(daemon: Daemon) -> dict:
     return dict(read_status(daemon.config, daemon.indexer, daemon.startup_error, daemon.watch_state))
 
 
@@ -106,7 +106,7 @@ def test_a_folder_that_changes_while_the_watcher_descends_asks_for_a_rescan(watc
 
 
 def test_a_folder_flipping_between_link_and_folder_never_stops_the_index_following_edits(
-    watched_config: ServerConfig, source: Path, daemon_of: Callable[[ServerConfig], main.Daemon]
+    watched_config: ServerConfig, source: Path, daemon_of: Callable[[ServerConfig], Daemon]
 ) -> None:
     """The real race, for a few seconds: the loop's thread lives on, and edits are indexed after."""
     write(source, "docs/a.md", "a\n")
@@ -127,7 +127,7 @@ def test_a_folder_flipping_between_link_and_folder_never_stops_the_index_followi
 
 
 def test_whatever_escapes_a_turn_of_the_loop_is_shown_and_the_loop_goes_on(
-    watched_config: ServerConfig, source: Path, daemon_of: Callable[[ServerConfig], main.Daemon],
+    watched_config: ServerConfig, source: Path, daemon_of: Callable[[ServerConfig], Daemon],
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A failure nobody foresaw (made here by a watcher whose next batch raises, once): logged
@@ -206,7 +206,7 @@ def test_a_transaction_that_fills_the_disk_reports_the_full_disk_not_the_rollbac
 
 
 def test_a_full_disk_is_shown_and_the_edits_made_meanwhile_are_indexed_when_space_returns(
-    source: Path, small_disk: Path, daemon_of: Callable[[ServerConfig], main.Daemon]
+    source: Path, small_disk: Path, daemon_of: Callable[[ServerConfig], Daemon]
 ) -> None:
     config = ServerConfig(source_directory=source.resolve(), index_output_directory=small_disk / "idx", scan_interval_seconds=3600)
     write(source, "a.md", "# A\n\nzqbeforeqz\n")
@@ -291,7 +291,7 @@ def test_what_pacing_remembers_stays_bounded() -> None:
 
 
 def test_a_file_written_all_the_time_is_indexed_a_few_times_and_its_last_text_is_found(
-    watched_config: ServerConfig, source: Path, daemon_of: Callable[[ServerConfig], main.Daemon],
+    watched_config: ServerConfig, source: Path, daemon_of: Callable[[ServerConfig], Daemon],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     write(source, "app.txt", "start\n")

@@ -193,7 +193,8 @@ def test_get_prints_a_file_or_a_part_of_it(source: Path, tmp_path: Path) -> None
     assert run("get", "docs/guide.md", "--lines", "12:", *idx).stdout == "run it\n"
     assert run("get", "docs/guide.md", "--lines", ":1", *idx).stdout == "# Guide\n"
     assert run("get", "docs/guide.md", "--heading", "Install", "--lines", "7:", *idx).stdout == "step one\nstep two\n\n"
-    reply = json.loads(run("get", "docs/guide.md", "--json", *idx).stdout)
+    assert "outline" not in json.loads(run("get", "docs/guide.md", "--json", *idx).stdout)
+    reply = json.loads(run("get", "docs/guide.md", "--json", "--outline", *idx).stdout)
     assert reply["text"] == GUIDE.rstrip("\n") and [entry["heading"] for entry in reply["outline"]] == ["Guide", "Guide > Install", "Guide > Use"]
     # Tabs and line ends are the file's; a character that would reorder the terminal's text is shown escaped.
     assert run("get", "odd.txt", *idx).stdout == "tab\there\nbidi \\u202e here\n"
@@ -267,15 +268,15 @@ def test_a_mistyped_command_names_the_one_meant(source: Path, tmp_path: Path) ->
 
 
 def test_search_shows_matches_bold_on_a_terminal_and_plain_elsewhere(source: Path, tmp_path: Path) -> None:
-    write(source, "a.md", "the kumquat is **ripe** today")
+    write(source, "a.md", "the kumquat is `**ripe**` today")
     idx = ["--source", str(source), "--index-dir", str(tmp_path / "idx")]
     assert run("index", *idx).returncode == 0
     piped = run("search", "kumquat", *idx)
-    assert piped.stdout.splitlines()[1] == "    the kumquat is **ripe** today"  # the file's own ** as it is
+    assert piped.stdout.splitlines()[1] == "    the kumquat is `**ripe**` today"  # the file's own ** (in code) as it is
     reply = json.loads(run("search", "kumquat", *idx, "--json").stdout)
-    assert reply["results"][0]["snippet"] == "the **kumquat** is \\*\\*ripe\\*\\* today"
+    assert reply["results"][0]["snippet"] == "the **kumquat** is `\\*\\*ripe\\*\\*` today"
     colour = {name: value for name, value in os.environ.items() if name != "NO_COLOR"}
     code, shown = run_on_terminal("search", "kumquat", *idx, stream="stdout", env=colour)
-    assert code == 0 and "    the \x1b[1mkumquat\x1b[0m is **ripe** today\r\n" in shown, shown
+    assert code == 0 and "    the \x1b[1mkumquat\x1b[0m is `**ripe**` today\r\n" in shown, shown
     code, shown = run_on_terminal("search", "kumquat", *idx, stream="stdout", env={**colour, "NO_COLOR": "1"})
-    assert code == 0 and "    the kumquat is **ripe** today\r\n" in shown and "\x1b" not in shown, shown
+    assert code == 0 and "    the kumquat is `**ripe**` today\r\n" in shown and "\x1b" not in shown, shown

@@ -19,7 +19,7 @@ def test_headings_holding_the_separator_or_controls_are_found_by_the_name_search
     indexer: TextIndexer, source: Path, config: ServerConfig
 ) -> None:
     write(source, "gen.md", "# Generics <T>\n\nabout T\n\n## x >= y\n\ncompare\n\n## Ctrl\x1bHead\n\nescape\n")
-    outline = document_reply(config, "gen.md")["outline"]
+    outline = document_reply(config, "gen.md", outline=True)["outline"]
     assert [entry["heading"] for entry in outline] == ["Generics <T>", "Generics <T> > x >= y", "Generics <T> > Ctrl\ufffdHead"]
     for entry in outline:
         assert document_reply(config, "gen.md", heading=entry["heading"])["line_start"] == entry["line_start"]
@@ -32,7 +32,7 @@ def test_headings_holding_the_separator_or_controls_are_found_by_the_name_search
 
 def test_a_file_of_headings_only_is_outlined_up_to_the_bound(source: Path, config: ServerConfig) -> None:
     write(source, "h.md", "# a\n" * 200_000)
-    reply = document_reply(config, "h.md", start_line=5, end_line=6)
+    reply = document_reply(config, "h.md", start_line=5, end_line=6, outline=True)
     assert reply["outline_truncated"] and len(reply["outline"]) == MAX_OUTLINE_HEADINGS
     assert reply["text"] == "# a\n# a" and reply["total_lines"] == 200_000
 

@@ -86,7 +86,7 @@ def test_each_format_is_found_with_its_title_heading_and_lines(every_format: Ser
             assert document_reply(every_format, path, heading)["text"].splitlines()[0] == "Pests"
     assert not search(every_format.db_path, "secretword", 5)["results"]  # a script is not text
     assert not search(every_format.db_path, "narwhalish", 5)["results"]  # outputs only when asked
-    outline = document_reply(every_format, "census.ipynb")["outline"]
+    outline = document_reply(every_format, "census.ipynb", outline=True)["outline"]
     assert [entry["heading"] for entry in outline] == ["Walrus census", "Walrus census > Results"]
 
 
@@ -131,7 +131,7 @@ def test_setext_headings_front_matter_without_title_and_cr_line_ends(config: Ser
     write(source, "mac.md", b"# Old Mac\r\rfirst line\rthe capybara line\r")
     scanned(config)
     assert best(config, "pelican")["title"] == "Install Guide"
-    outline = document_reply(config, "setext.md")["outline"]
+    outline = document_reply(config, "setext.md", outline=True)["outline"]
     assert [(entry["heading"], entry["line_start"]) for entry in outline] == [("Install Guide", 1), ("Install Guide > On Linux", 6)]
     assert best(config, "lemurs")["title"] == "The opening line of the body"
     hit = best(config, "capybara")

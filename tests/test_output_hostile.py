@@ -16,7 +16,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from exceptions import SourceUnavailableError, writable
-from main import printable, writable_reply
+from exceptions import writable_reply
+from main import printable
 from tests.conftest import MAIN_PY, write
 
 LATIN1 = os.fsdecode(b"caf\xe9")  # "caf\udce9": the folder name's byte 0xe9 is not UTF-8

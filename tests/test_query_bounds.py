@@ -18,7 +18,7 @@ import query as query_module
 import search as search_module
 from exceptions import Cancelled, IndexUnavailableError, QueryError
 from indexer import TextIndexer
-from main import run_cancellable
+from tools import run_cancellable
 from models import ServerConfig
 from query import MAX_PHRASE_WORDS, MAX_PREFIXES, MAX_QUERY_CHARS, MAX_QUERY_TERMS, parse_query
 from reliability_helpers import RelStdioServer

@@ -103,11 +103,11 @@ def test_and_matches_rank_above_partial_matches(notes: ServerConfig) -> None:
 
 
 def test_the_files_own_double_asterisks_are_escaped_so_bare_ones_mark_matches(source: Path, indexer: TextIndexer) -> None:
-    write(source, "fw.md", "# Rules\n\nUse **Windows Firewall: Allow local port exceptions** and call f(**kwargs) or 2**8.\n")
+    write(source, "fw.md", "# Rules\n\nUse **Windows Firewall: Allow local port exceptions** and call `f(**kwargs) or 2**8`.\n")
     indexer.scan()
     snippet = search(indexer.config.db_path, "firewall port", 5)["results"][0]["snippet"]
-    assert r"\*\*Windows **Firewall**: Allow local **port** exceptions\*\*" in snippet
-    assert r"f(\*\*kwargs) or 2\*\*8" in snippet
+    assert "Use Windows **Firewall**: Allow local **port** exceptions and" in snippet  # Markdown bold is no longer shown
+    assert r"`f(\*\*kwargs) or 2\*\*8`" in snippet  # code keeps its own ** (escaped)
     assert snippet.replace(r"\*\*", "").count("**") == 4  # two matches, two markers each
 
 

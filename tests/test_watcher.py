@@ -129,7 +129,7 @@ async def test_a_server_finds_edits_new_files_and_renames_without_a_rescan(sourc
 
         await wait_for(indexed)
         status = await call(client, "get_index_status")
-        assert status["watching"] == {"active": True, "folders": 2, "problem": None}
+        assert status["watching"] == {"active": True, "folders": 2}  # #23: no problem, no field
 
         async def found(query: str, path: str | None) -> bool:
             hits = (await call(client, "search", {"query": query}))["results"]

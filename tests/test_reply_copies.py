@@ -1,0 +1,123 @@
+"""Versions of a page are one result (#23): texts with at least 90% of their lines in common fold
+into the best-ranked one, named in also_in; texts that share less stay apart."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+import copies
+from indexer import TextIndexer
+from models import ServerConfig
+from search import search
+from tests.conftest import PROJECT_DIR, write
+from tests.test_mcp_stdio import call, server_params, wait_for
+
+
+def page(lines: int = 60, changed: int | None = None, start: int = 0) -> str:
+    """A page of ``lines`` distinct lines (from line ``start``), line ``changed`` said differently."""
+    body = [f"Line {i} sets the gizmo{i} dial to {i * 7} units." for i in range(start, start + lines)]
+    if changed is not None:
+        body[changed] = f"Line {changed} sets the gizmo{changed} dial to {changed * 7 + 1} units."
+    return "# About gizmos\n\n" + "\n".join(body) + "\n"
+
+
+def jaccard(a: str, b: str) -> float:
+    first, second = copies.line_hashes(a), copies.line_hashes(b)
+    return len(first & second) / len(first | second)
+
+
+@pytest.mark.parametrize("lines", [60, 600])  # fewer lines than a sketch holds (exact), and many more
+def test_texts_nine_tenths_alike_are_near_copies_and_less_alike_are_not(lines: int) -> None:
+    base = page(lines)
+    two_lines_changed = page(lines, changed=10).replace("Line 0 ", "Line zero ")
+    four_fifths = page(lines * 4 // 5) + page(lines // 5, start=1000)
+    assert jaccard(base, two_lines_changed) > 0.93
+    assert copies.similarity(copies.sketch(base), copies.sketch(two_lines_changed)) >= copies.NEAR_COPY
+    assert 0.6 < jaccard(base, four_fifths) < 0.7
+    assert copies.similarity(copies.sketch(base), copies.sketch(four_fifths)) < copies.NEAR_COPY
+    assert copies.similarity(copies.sketch(base), copies.sketch(page(lines, start=2000))) < 0.1
+
+
+def test_texts_without_words_are_no_ones_copy() -> None:
+    assert copies.sketch("") == copies.sketch("  \n ") == b""
+    assert copies.similarity(b"", b"") == 0.0
+    leaders = copies.Leaders()
+    leaders.add("empty", b"")
+    assert list(leaders.near(b"")) == []
+
+
+def test_a_file_joins_the_best_ranked_leader_it_is_a_near_copy_of() -> None:
+    leaders = copies.Leaders()
+    leaders.add("other", copies.sketch(page(40, start=300)))
+    leaders.add("first", copies.sketch(page()))
+    leaders.add("second", copies.sketch(page(changed=20)))
+    assert list(leaders.near(copies.sketch(page(changed=30)))) == ["first", "second"]
+
+
+def test_a_sketch_is_the_same_in_every_process() -> None:
+    """Loader processes are started with their own string-hash salt: the sketch must not depend on it."""
+    script = "import sys, copies; sys.stdout.write(copies.sketch(sys.stdin.read()).hex())"
+    made = {
+        subprocess.run(
+            [sys.executable, "-c", script], input=page(), capture_output=True, text=True, check=True, cwd=PROJECT_DIR,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert made == {copies.sketch(page()).hex()}
+
+
+def versions(source: Path) -> None:
+    """One page in three versions (a line or two apart) and a page that shares a quarter of its lines."""
+    write(source, "5.1/about_gizmos.md", page())
+    write(source, "7.4/about_gizmos.md", page(changed=10))
+    write(source, "7.5/about_gizmos.md", page(changed=10).replace("Line 0 ", "Line zero "))
+    write(source, "guides/gizmo_setup.md", page(10) + page(30, start=100))
+
+
+def test_versions_of_a_page_are_one_result_and_other_pages_stay_apart(source: Path, indexer: TextIndexer, config: ServerConfig) -> None:
+    versions(source)
+    indexer.scan()
+    results = search(config.db_path, "gizmo dial units")["results"]
+    assert len(results) == 2
+    folded = next(hit for hit in results if hit["path"].endswith("about_gizmos.md"))
+    assert sorted([folded["path"], *folded["also_in"]]) == ["5.1/about_gizmos.md", "7.4/about_gizmos.md", "7.5/about_gizmos.md"]
+    assert folded["also_in_count"] == 2
+    apart = next(hit for hit in results if hit is not folded)
+    assert apart["path"] == "guides/gizmo_setup.md" and apart["also_in"] == []
+    every = search(config.db_path, "gizmo dial units", collapse_duplicates=False)["results"]
+    assert len(every) == 4 and all(hit["also_in"] == [] for hit in every)
+
+
+def test_a_version_rewritten_is_no_longer_folded(source: Path, indexer: TextIndexer, config: ServerConfig) -> None:
+    versions(source)
+    indexer.scan()
+    write(source, "7.4/about_gizmos.md", page(20) + page(20, start=500))
+    indexer.scan()
+    results = {hit["path"]: hit["also_in"] for hit in search(config.db_path, "gizmo dial units")["results"]}
+    assert len(results) == 3 and results["7.4/about_gizmos.md"] == [] and results["guides/gizmo_setup.md"] == []
+    assert {path: also_in for path, also_in in results.items() if also_in} in (
+        {"5.1/about_gizmos.md": ["7.5/about_gizmos.md"]}, {"7.5/about_gizmos.md": ["5.1/about_gizmos.md"]},
+    )
+
+
+@pytest.mark.anyio
+async def test_versions_fold_over_mcp(source: Path, tmp_path: Path) -> None:
+    versions(source)
+    async with Client(server_params(source, tmp_path / "idx", "--scan-interval", "1")) as client:
+
+        async def idle() -> bool:
+            status = await call(client, "get_index_status")
+            return status["state"] == "idle" and status["indexed_files"] == 4
+
+        await wait_for(idle)
+        results = (await call(client, "search", {"query": "gizmo dial units"}))["results"]
+        assert len(results) == 2
+        folded = next(hit for hit in results if hit.get("also_in"))
+        assert {folded["path"], *folded["also_in"]} == {"5.1/about_gizmos.md", "7.4/about_gizmos.md", "7.5/about_gizmos.md"}

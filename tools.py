@@ -1,0 +1,283 @@
+"""The MCP server: its tools, the replies they send (only fields that say something), and its instructions."""
+
+import json
+import logging
+import re
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Callable, Mapping
+from pathlib import PurePosixPath
+from typing import Annotated, Any, TypeVar, cast
+
+import database
+from daemon import Daemon
+from documents import MAX_DOCUMENT_CHARS, document_reply
+from exceptions import DocSearchError, IndexUnavailableError, writable, writable_reply
+from file_utils import MAX_USER_PATH_CHARS
+from filters import MAX_EXTENSIONS, MAX_PATH_PATTERN_CHARS, read_filters
+from models import VERSION, DocumentReply, QueryReading, ScanProgress, SearchHit, SearchReply, ServerConfig, StatusReply
+from query import STOPWORDS
+from search import MAX_LIMIT, MAX_OFFSET, Freshness
+from search import search as run_search
+from status import advised, read_status
+
+
+logger = logging.getLogger("docsearch")
+_T = TypeVar("_T")
+
+#: Failures a tool reports as an error message: the daemon's own, and the file system's or
+#: SQLite's (an index directory deleted under the server, say), which would otherwise reach the
+#: client as a bare "Error executing tool".
+TOOL_ERRORS = (DocSearchError, OSError, sqlite3.Error)
+#: The MCP instructions, after a line naming what is served (server_instructions).
+SERVER_INSTRUCTIONS = """`search` takes keywords or a question and returns the best section of each
+file (path, lines, heading, snippet); read one with `get_document(path, heading=...)` (`outline=true`
+lists a file's headings)."""
+#: Format names for the instructions' count of files, by extension; others are named by theirs.
+FORMAT_NAMES = {".md": "Markdown", ".markdown": "Markdown", ".rst": "reStructuredText", ".txt": "text",
+                ".pdf": "PDF", ".ipynb": "notebook", ".html": "HTML", ".htm": "HTML"}
+#: The instructions name at most this many formats, the most common first.
+MAX_NAMED_FORMATS = 4
+
+
+async def run_cancellable(work: Callable[[threading.Event], _T]) -> _T:
+    """Run ``work(cancelled)`` on a worker thread. If the MCP request is cancelled (the client
+    sent notifications/cancelled, or went away), ``cancelled`` is set so the work can stop its
+    SQLite statements, and the request ends at once."""
+    import anyio
+
+    cancelled = threading.Event()
+    try:
+        return await anyio.to_thread.run_sync(work, cancelled, abandon_on_cancel=True)
+    except anyio.get_cancelled_exc_class():
+        cancelled.set()
+        raise
+
+
+def schema_bounds(low: int, high: int | None = None, of: str = "number") -> Any:
+    """Bounds written into a tool's input schema (minimum/maximum for a number, minLength/maxLength
+    for text, minItems/maxItems for a list) so that clients see them; None: no upper bound. Only
+    written: the tools check the same bounds themselves, with messages that name the argument."""
+    from pydantic import Field
+
+    lower, upper = {"number": ("minimum", "maximum"), "text": ("minLength", "maxLength"), "list": ("minItems", "maxItems")}[of]
+    return Field(json_schema_extra={lower: low} if high is None else {lower: low, upper: high})
+
+
+# ---- MCP replies ------------------------------------------------------------------------------
+
+
+def server_instructions(config: ServerConfig) -> str:
+    """The MCP instructions: the folder served and what it holds, counted from the index if there
+    is one (its file paths read, without the writer's lock or a scan), else that it is being indexed."""
+    formats: Counter[str] = Counter()
+    if config.db_path.exists():
+        try:
+            paths = database.file_paths(database.reader(config.db_path))
+            formats.update(FORMAT_NAMES.get(PurePosixPath(path).suffix.lower(), PurePosixPath(path).suffix.lower() or "other") for path in paths)
+        except (IndexUnavailableError, sqlite3.Error):
+            formats.clear()  # an index that cannot be read is made anew: as if there were none
+        finally:
+            database.drop_reader(config.db_path)  # this thread does not search
+    named = formats.most_common(MAX_NAMED_FORMATS)
+    held = [f"{count:,} {name} file{'s' if count > 1 else ''}" for name, count in named]
+    others = sum(formats.values()) - sum(count for _, count in named)
+    if others:
+        held.append(f"{others:,} other files")
+    holding = ", ".join(held) if held else "its files are being indexed now (searches find more as it goes)"
+    return writable(f"Searches the local folder {config.source_directory}: {holding}.\n{SERVER_INSTRUCTIONS}")
+
+
+def tool_result(reply: Mapping[str, Any]) -> Any:
+    """A tool's reply as sent: the structured content, and the same as compact JSON for the text
+    content (the SDK's own text is indented: a third more characters, paid for by the agent)."""
+    from mcp.types import CallToolResult, TextContent
+
+    text = json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=dict(reply))
+
+
+def _said(reply: Mapping[str, Any], optional: tuple[str, ...]) -> dict[str, Any]:
+    """``reply`` without those of its ``optional`` fields that say nothing (false, 0, empty, None)."""
+    return {key: value for key, value in reply.items() if value or key not in optional}
+
+
+_TYPED_WORD = re.compile(r"[^\W_]+")
+
+
+def read_differently(query: str, reading: QueryReading) -> bool:
+    """Whether ``query`` was read other than as the words typed: phrases, exclusions (a command
+    line's -Option), feedback words, a query of stopwords, or words other than stopwords dropped."""
+    if reading["phrases"] or reading["excluded"] or reading["feedback"] or reading["mode"] == "stopwords":
+        return True
+    searched = set(_TYPED_WORD.findall(" ".join(reading["required"] + reading["optional"] + reading["prefixes"]).lower()))
+    return set(_TYPED_WORD.findall(query.lower())) - STOPWORDS != searched - STOPWORDS
+
+
+def lean_search(reply: SearchReply, query: str, explain: bool = False, dated: bool = False) -> SearchReply:
+    """The search reply an agent is sent: the fields that say nothing left out (docs/tools.md);
+    ``query_read`` only when the query was read differently or ``explain``; ``dated``: a date
+    filter was given, so the hits say when their files were modified."""
+    lean = _said(reply, ("indexing", "offset", "next_offset", "warnings", "suggestions"))
+    if reply["query"] == query:
+        del lean["query"]
+    if explain or read_differently(query, reply["query_read"]):
+        lean["query_read"] = cast(QueryReading, _said(reply["query_read"], ("required", "optional", "phrases", "prefixes", "excluded", "feedback")))
+    else:
+        del lean["query_read"]
+    lean["results"] = [lean_hit(hit, dated) for hit in reply["results"]]
+    return cast(SearchReply, lean)
+
+
+def lean_hit(hit: SearchHit, dated: bool) -> SearchHit:
+    """A search hit without what says nothing: a title that repeats the heading's first part or
+    the file's name, ``stale`` when false, ``also_in`` when empty, an ``also_in_count`` that is
+    its length; ``last_modified`` only if ``dated``. The score keeps 3 significant digits."""
+    lean = _said(hit, ("heading", "stale", "also_in"))
+    lean["score"] = float(f"{hit['score']:.3g}")
+    if hit["also_in_count"] == len(hit["also_in"]):
+        del lean["also_in_count"]
+    if hit["title"] in ("", hit["heading"].split(" > ")[0], PurePosixPath(hit["path"]).stem):
+        del lean["title"]
+    if not dated:
+        del lean["last_modified"]
+    return cast(SearchHit, lean)
+
+
+def lean_document(reply: DocumentReply) -> DocumentReply:
+    """A get_document reply without what says nothing: flags that are false, read-on positions
+    when there is nothing more, and a title that is the file's name."""
+    lean = _said(reply, ("truncated", "next_start_line", "next_start_char", "changed_since_indexed", "stale", "outline_truncated"))
+    if reply["title"] in ("", PurePosixPath(reply["path"]).stem):
+        del lean["title"]
+    return cast(DocumentReply, lean)
+
+
+def lean_status(status: StatusReply) -> StatusReply:
+    """A get_index_status reply without what says nothing: counts that are 0, values never set,
+    and ``progress`` when no scan is running."""
+    lean = _said(status, ("last_scan", "errors_encountered", "last_error", "skipped_files", "fallback_decoded_files", "writer_pid"))
+    if status["state"] != "indexing":
+        del lean["progress"]
+    lean["watching"] = _said(status["watching"], ("problem",))
+    return cast(StatusReply, lean)
+
+
+def described(text: str) -> Any:
+    """A parameter's description in a tool's input schema."""
+    from pydantic import Field
+
+    return Field(description=text)
+
+
+def build_server(daemon: Daemon) -> Any:
+    """The MCP server object with its tools (imports the SDK)."""
+    import anyio
+    from mcp.server import MCPServer
+    from mcp.server.mcpserver import Context
+    from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import CallToolResult, ToolAnnotations
+
+    from models import RefreshReply
+
+    server = MCPServer("docsearch", version=VERSION, instructions=server_instructions(daemon.config))
+    config = daemon.config
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
+    async def search(
+        query: Annotated[str, described('Keywords or a question; "exact phrase", prefix*, -excluded word.')],
+        limit: Annotated[int, schema_bounds(1, MAX_LIMIT), described("At most this many files.")] = 10,
+        path: Annotated[str | None, schema_bounds(0, MAX_PATH_PATTERN_CHARS, "text"), described(
+            "Only files matching this glob relative to the source (guides/**/*.md: * and ? stay within a folder,"
+            " ** spans folders) or under this folder (guides/); case-sensitive.")] = None,
+        extensions: Annotated[list[str] | None, schema_bounds(0, MAX_EXTENSIONS, "list"), described(
+            'Only files with these extensions, e.g. [".md"].')] = None,
+        modified_after: Annotated[str | None, described(
+            "Only files modified at or after this ISO 8601 date or datetime (UTC unless given); hits then carry last_modified.")] = None,
+        modified_before: Annotated[str | None, described("Only files modified before this ISO 8601 date or datetime.")] = None,
+        offset: Annotated[int, schema_bounds(0, MAX_OFFSET), described("Skip this many results: the previous page's next_offset.")] = 0,
+        collapse_duplicates: Annotated[bool, described(
+            "false: a result for each file, also for copies and versions of one text (else named in also_in).")] = True,
+        explain: Annotated[bool, described(
+            "true: always add query_read, how the query was read (else only when it was read other than typed).")] = False,
+    ) -> Annotated[CallToolResult, SearchReply]:
+        """Find the sections that answer a query: the best-matching section of each file, best
+        first, with path, heading, lines and a snippet (matches in **bold**; a ** of the file
+        shows as \\*\\*). Changed files are indexed again first, or marked `stale`."""
+
+        def work(cancelled: threading.Event) -> SearchReply:
+            return run_search(
+                config.db_path, query, limit, indexing=not daemon.first_scan_done.is_set(), cancelled=cancelled.is_set,
+                filters=read_filters(path, extensions, modified_after, modified_before), offset=offset,
+                collapse_duplicates=collapse_duplicates, freshness=Freshness(config.source_directory, daemon.refresh_found),
+            )
+
+        try:
+            reply = await run_cancellable(work)
+        except TOOL_ERRORS as exc:
+            if isinstance(exc, IndexUnavailableError) and daemon.indexer is not None:
+                daemon.indexer.damage_suspected = True
+            raise ToolError(writable(str(exc))) from exc
+        dated = modified_after is not None or modified_before is not None
+        return tool_result(writable_reply(lean_search(reply, query, explain, dated)))
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
+    async def get_document(
+        path: Annotated[str, schema_bounds(1, MAX_USER_PATH_CHARS, "text"), described(
+            "The file, relative to the source as search returns it (or absolute inside it).")],
+        heading: Annotated[str | None, described(
+            'One section, named as search names it ("Install > Linux"), its subsections included;'
+            ' of several of one name, "Examples#2" is the second (or give start_line, any line of it).')] = None,
+        start_line: Annotated[int | None, schema_bounds(1), described(
+            "First line to read (from 1), within the heading's section if one is named; to read on: next_start_line.")] = None,
+        end_line: Annotated[int | None, schema_bounds(1), described("Last line to read (inclusive).")] = None,
+        max_chars: Annotated[int, schema_bounds(1, MAX_DOCUMENT_CHARS), described(
+            "At most this many characters, cut at a line end (inside a longer line); more follows: truncated.")] = 20_000,
+        start_char: Annotated[int, schema_bounds(0), described(
+            "Characters of the first line already read: next_start_char, set when a long line was cut.")] = 0,
+        outline: Annotated[bool, described("true: add every heading of the file with its lines.")] = False,
+    ) -> Annotated[CallToolResult, DocumentReply]:
+        """Read an indexed file, or one section or line range of it, from disk now. When
+        `truncated`, ask again with `start_line=next_start_line` (and `start_char=next_start_char`)."""
+
+        def work(cancelled: threading.Event) -> DocumentReply:
+            return document_reply(config, path, heading, start_line, end_line, max_chars, daemon.refresh_found, start_char, outline)
+
+        try:
+            return tool_result(writable_reply(lean_document(await run_cancellable(work))))
+        except TOOL_ERRORS as exc:
+            raise ToolError(writable(str(exc))) from exc
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    def get_index_status() -> Annotated[CallToolResult, StatusReply]:
+        """Whether the index is up to date or a scan is running (and how far it got), files
+        indexed and skipped, and problems met."""
+        return tool_result(writable_reply(lean_status(advised(read_status(config, daemon.indexer, daemon.startup_error, daemon.watch_state)))))
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False))
+    async def refresh_index(
+        ctx: Context, filepath: Annotated[str | None, schema_bounds(1, MAX_USER_PATH_CHARS, "text"), described(
+            "One file to read again (relative to the source, or absolute inside it), or to drop if deleted; none: rescan everything.")] = None
+    ) -> Annotated[CallToolResult, RefreshReply]:
+        """Make the index current now (a full rescan waits for one already running)."""
+
+        def report(progress: ScanProgress) -> None:
+            try:
+                anyio.from_thread.run(ctx.report_progress, progress.files_done, progress.files_total or None, progress.phase)
+            except Exception:  # noqa: BLE001 - a client gone or a cancelled call must not stop the scan
+                logger.debug("progress not sent", exc_info=True)
+
+        def work(cancelled: threading.Event) -> RefreshReply:
+            indexer = daemon.wait_for_indexer(cancelled)
+            if filepath is not None:
+                return indexer.refresh_file(filepath, cancelled.is_set)
+            return indexer.scan(report, cancelled.is_set)
+
+        try:
+            reply = await run_cancellable(work)
+        except TOOL_ERRORS as exc:
+            raise ToolError(writable(str(exc))) from exc
+        return tool_result(writable_reply(_said(reply, ("errors",))))
+
+    return server
