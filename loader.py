@@ -161,10 +161,15 @@ class _LoaderResults(pickle.Unpickler):
 #: How a loader process starts: isolated mode (-I: no current directory, script directory,
 #: PYTHONPATH or user site-packages on sys.path, no PYTHON* variables), from "/", importing this
 #: install's modules by their absolute folder. Nothing in the folder the server was started in
-#: (an untrusted project, often) can be imported in its place.
+#: (an untrusted project, often) can be imported in its place; and a module of one of our names
+#: that a .pth file imported at startup (-I still runs them) is dropped first, as the launcher does.
+_MODULES_FOLDER = Path(__file__).resolve().parent
+_OWN_MODULES = sorted(path.stem for path in _MODULES_FOLDER.glob("*.py") if path.stem != "__init__")
 LOADER_COMMAND = [
     sys.executable, "-I", "-c",
-    f"import sys; sys.path.insert(0, {str(Path(__file__).resolve().parent)!r}); import loader; loader.run_loader()",
+    f"import sys; sys.path.insert(0, {str(_MODULES_FOLDER)!r}); "
+    f"[sys.modules.pop(name) for name in {_OWN_MODULES!r} if name in sys.modules]; "
+    "import loader; loader.run_loader()",
 ]
 
 

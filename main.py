@@ -48,7 +48,6 @@ from tools import TOOL_ERRORS, build_server
 logger = logging.getLogger("docsearch")
 
 COMMANDS = ("serve", "index", "search", "get", "status")
-#: The name messages start with: the installed command's, or main.py's when run from a clone.
 #: The name messages start with: the command as it was run (main.py in a clone, or either console script).
 PROG = Path(sys.argv[0]).name if Path(sys.argv[0]).name in ("main.py", "docsearch") else "docsearch-mcp"
 #: Signals that stop the server or an index run, closing the index first (its WAL truncated).

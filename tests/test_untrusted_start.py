@@ -60,6 +60,18 @@ def test_loader_processes_import_nothing_from_the_working_directory_or_pythonpat
     assert not marker.exists(), f"planted code ran in a loader process: {marker.read_text()}"
 
 
+def test_a_loader_process_drops_a_module_of_our_names_imported_before_it_starts(tmp_path: Path) -> None:
+    # A .pth file in site-packages runs even under -I: here, as one would, it imports another
+    # distribution's `config` before the loader's own code runs.
+    other = tmp_path / "site"
+    other.mkdir()
+    (other / "config.py").write_text("FOREIGN = True\n")
+    before = f"import sys; sys.path.insert(0, {str(other)!r}); import config; sys.path.remove({str(other)!r}); "
+    code = loader.LOADER_COMMAND[-1].replace("loader.run_loader()", "print(sys.modules['config'].__file__)")
+    shown = subprocess.run([*loader.LOADER_COMMAND[:-1], before + code], capture_output=True, text=True, cwd="/", check=True)
+    assert Path(shown.stdout.strip()) == Path(config_module.__file__).resolve(), shown
+
+
 def test_index_started_in_a_hostile_project_runs_none_of_its_code(tmp_path: Path) -> None:
     """The issue's repro: main.py index run from a folder holding json.py and hashlib.py."""
     marker = tmp_path / "PWNED"
