@@ -57,7 +57,7 @@ from typing import IO, NamedTuple
 from urllib.parse import unquote
 
 import markup
-from exceptions import FileSkipped
+from exceptions import FileSkipped, writable
 from file_utils import decode_text
 
 
@@ -1220,15 +1220,10 @@ def extract(
     return _without_surrogates(extracted)
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
 def _without_surrogates(extracted: Extracted) -> Extracted:
     """Lone surrogates (a notebook's "\\ud800", a page in a codec that makes them) shown as U+FFFD:
     they cannot be stored as UTF-8, and a file's text must not stop a scan."""
-    if not any(_SURROGATE.search(part) for part in (extracted.title, extracted.text, *(h.name for h in extracted.headings))):
-        return extracted
     return Extracted(
-        _SURROGATE.sub("\ufffd", extracted.title), _SURROGATE.sub("\ufffd", extracted.text),
-        tuple(Heading(h.line, h.level, _SURROGATE.sub("\ufffd", h.name)) for h in extracted.headings),
+        writable(extracted.title), writable(extracted.text),
+        tuple(Heading(h.line, h.level, writable(h.name)) for h in extracted.headings),
     )
