@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import signal
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -33,10 +34,18 @@ def kill_at_random(source: Path, index_dir: Path, rng: random.Random, latest: fl
 
 
 def check_after_kill(db_path: Path, corpus: RelCorpus) -> int:
-    if not db_path.exists():
-        return 0  # killed before the database was created
+    if not db_path.exists() or not has_tables(db_path):
+        return 0  # killed before the database, or its schema (one transaction), was created
     assert rel_integrity(db_path) == "ok"
     return rel_check_index(db_path, corpus, complete=False)["files"]
+
+
+def has_tables(db_path: Path) -> bool:
+    conn = sqlite3.connect(db_path)
+    try:
+        return conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0] > 0
+    finally:
+        conn.close()
 
 
 def test_sigkill_during_first_index_and_updates_never_leaves_a_half_indexed_file(tmp_path: Path) -> None:
