@@ -23,7 +23,6 @@ from database import IndexWriter
 from documents import document_reply
 from exceptions import ArgumentError
 from formats import MAX_BLOCK_ELEMENTS, MAX_COMPRESSION_RATIO, MAX_TAG_ATTRIBUTES, PDF_TIMEOUT_SECONDS, extract
-from indexer import TextIndexer
 from models import ServerConfig
 from search import search
 from status import read_status
@@ -31,18 +30,11 @@ from tests.conftest import PROJECT_DIR, write
 from tests.test_formats import (
     P_NS, W_NS, docx_bytes, epub_bytes, pdf_bytes, pptx_bytes, read, skipped, slide_xml, w_document, w_para, xhtml, zip_bytes,
 )
+from tests.test_formats_indexed import scanned
 
 pytestmark = pytest.mark.usefixtures("no_hang")
 
 CHAPTER = xhtml("<h1>Chapter</h1>" + "<p>lorem ipsum dolor sit amet, the walrus counted</p>" * 400)  # about 20 KB
-
-
-def scanned(config: ServerConfig) -> TextIndexer:
-    writer = IndexWriter(config.db_path)
-    indexer = TextIndexer(config, writer)
-    assert indexer.scan()["success"]
-    writer.close()
-    return indexer
 
 
 def skipped_in_index(config: ServerConfig) -> dict[str, tuple[str, str]]:
