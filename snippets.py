@@ -10,6 +10,7 @@ snippet's lines are located, and the file's own ``**`` is shown escaped.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import sqlite3
@@ -22,8 +23,9 @@ from models import SearchHit
 from query import highlight_match
 from sections import heading_spans
 
-#: A snippet shows at most this many characters of the file.
-SNIPPET_MAX_CHARS = 500
+#: A snippet shows at most this many characters of the file: the run of them holding the most
+#: different matched words (bounded_snippet), about two sentences. An agent pays for every one.
+SNIPPET_MAX_CHARS = 160
 SNIPPET_TOKENS = 32
 #: FTS5 tokenizes a section twice to make its snippet (into a temporary index, then to cut the
 #: snippet), ~0.2 ms per 1,000 words. A section longer than 2 * SNIPPET_WINDOW_CHARS is shown from a
@@ -193,13 +195,15 @@ def showable(section: dict[str, object]) -> dict[str, object]:
 
 
 def section_hit(section: dict, snippet: str, score: float) -> SearchHit:
-    """The hit a reply shows for a loaded section: its ``snippet`` cut (bounded_snippet) and
-    highlighted with ``**``, the lines that it shows, and its ``score``."""
+    """The hit a reply shows for a loaded section: its ``snippet`` without the heading it starts
+    with (without_heading), cut (bounded_snippet) and highlighted with ``**``, the lines that it
+    shows, and its ``score``."""
     body: str = section["body"]
     start, end, at = _snippet_lines(body, snippet, section["start_line"], section["end_line"])
     # The file's own "**" left after cleaning (in code) is escaped before the cut, so the cut
     # bounds what is shown.
-    text = bounded_snippet(" ".join(clean_snippet(snippet, _in_fence(body, at)).split()).replace(HIGHLIGHT, ESCAPED_HIGHLIGHT))
+    text = " ".join(clean_snippet(snippet, _in_fence(body, at)).split()).replace(HIGHLIGHT, ESCAPED_HIGHLIGHT)
+    text = bounded_snippet(without_heading(text, section["heading"]))
     text = text.replace(_MARK_OPEN, HIGHLIGHT).replace(_MARK_CLOSE, HIGHLIGHT)
     modified = datetime.fromtimestamp(section["mtime_ns"] / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
     return {
@@ -234,6 +238,10 @@ _IMAGE_OR_LINK = re.compile(r"!?\[([^\[\]\n]*)\](?:\((?:[^()\s]|\([^()\s]*\))*(?
 _LINK_TARGET = re.compile(r"\]\((?:[^()\s]|\([^()\s]*\))*(?:\)|$)")
 _AUTOLINK = re.compile(r"<((?:https?|mailto|ftp):[^<>\s]*)>")
 _CODE_SPAN = re.compile(r"(`+)[^`]*?\1|`+")
+#: A link, its text `code` or not ([`Get-Item`](xref:...)), outside code spans.
+_CODE_OR_LINK = re.compile(f"{_CODE_SPAN.pattern}|{_IMAGE_OR_LINK.pattern}")
+#: A GitHub alert's marker line (> [!NOTE]), shown as NOTE:.
+_ALERT = re.compile(r"\[!([A-Za-z]+)\][^\S\n]*")
 #: Emphasis: a run of * or _ that opens before a non-space and closes after one; _ not inside a word.
 _EMPHASIS = re.compile(r"(?<![\\*])(\*{1,3})(?=[^\s*])(.+?)(?<=[^\s\\*])\1(?!\*)|(?<![\w\\])(_{1,3})(?=[^\s_])(.+?)(?<=[^\s\\_])\3(?![\w_])")
 _TABLE_PIPE = re.compile(r"(?<!\\)\|")
@@ -264,6 +272,9 @@ def _clean_line(line: str) -> str:
     """A line of Markdown outside code fences as text (see clean_snippet)."""
     heading = line.lstrip().startswith("#")
     line = line[_LINE_LEAD.match(line).end():]
+    alert = _ALERT.fullmatch(line)
+    if alert:
+        return alert[1] + ":"
     if heading:
         line = _CLOSING_HASHES_AT_END.sub("", line)
     if line.strip().startswith("|") or line.rstrip().endswith("|"):
@@ -274,6 +285,7 @@ def _clean_line(line: str) -> str:
 
 def _clean_cell(text: str) -> str:
     """Text outside code fences as text (see clean_snippet); `code spans` are left as they are."""
+    text = _CODE_OR_LINK.sub(lambda found: found[0] if found[2] is None else found[2], text)
     parts: list[str] = []
     at = 0
     for code in _CODE_SPAN.finditer(text):
@@ -286,7 +298,7 @@ def _clean_cell(text: str) -> str:
 
 def _clean_prose(text: str) -> str:
     text = _HTML.sub(" ", _AUTOLINK.sub(r"\1", text))  # a tag may part words (<br>): a space
-    text = _LINK_TARGET.sub("", _IMAGE_OR_LINK.sub(r"\1", text))
+    text = _LINK_TARGET.sub("", text)
     while True:
         unmarked = _EMPHASIS.sub(lambda found: found[2] if found[1] else found[4], text)
         if unmarked == text:
@@ -295,28 +307,93 @@ def _clean_prose(text: str) -> str:
     return _ESCAPE.sub(r"\1", text)
 
 
+def without_heading(text: str, heading: str) -> str:
+    """``text`` (a clean snippet with its matches between the private markers) without the
+    heading path's last parts that it starts with (a section's text starts with its heading line,
+    which the hit's ``heading`` shows already), unless that leaves no match to show."""
+    parts = heading.split(" > ") if heading else []
+    for first in range(len(parts)):  # the section may start at any of the path's headings
+        at = 0
+        for part in parts[first:]:
+            at = _after(text, part, at)
+            if at < 0:
+                break
+        if at > 0:
+            rest = text[at:].lstrip(" ")
+            return rest if _MARK_OPEN in rest and text.count(_MARK_OPEN, 0, at) == text.count(_MARK_CLOSE, 0, at) else text
+    return text
+
+
+def _after(text: str, words: str, at: int) -> int:
+    """Where ``text`` goes on after ``words`` (then a space or its end) read from ``at``, with
+    markers anywhere between them; -1 if it does not say them there."""
+    while text.startswith(" ", at):
+        at += 1
+    for char in words.strip():
+        while text.startswith((_MARK_OPEN, _MARK_CLOSE), at):
+            at += 1
+        if not text.startswith(char, at):
+            return -1
+        at += 1
+    while text.startswith(_MARK_CLOSE, at):
+        at += 1
+    return at if at == len(text) or text[at] == " " else -1
+
+
+_ONE_SPACE = re.compile(" ")
+_MATCH = re.compile(f"{_MARK_OPEN}[^{_MARK_OPEN}{_MARK_CLOSE}]*(?:{_MARK_CLOSE}|$)")
+
+
 def bounded_snippet(text: str) -> str:
-    """``text`` (a snippet with its matches between the private markers) cut to SNIPPET_MAX_CHARS
-    characters around its first match, at spaces where there are any, with … at each cut; a
-    match cut in two is closed. FTS5 cuts snippets by tokens, and a token can be very long."""
+    """``text`` (a snippet with its matches between the private markers, its spaces single) cut to
+    SNIPPET_MAX_CHARS characters around the run of matches that holds the most different matched
+    words (_densest), a third of the room left before it and the rest after, at spaces outside
+    matches where there are any, with … at each cut; a match longer than that is cut and closed.
+    FTS5 cuts snippets by tokens, and a token can be very long."""
     if len(text) <= SNIPPET_MAX_CHARS:
         return text
-    first = max(text.find(_MARK_OPEN), 0)
-    # start <= first < end: the first match is always shown.
-    start = max(0, min(first - SNIPPET_MAX_CHARS // 4, len(text) - SNIPPET_MAX_CHARS))
-    end = start + SNIPPET_MAX_CHARS
-    if start > 0:
-        space = text.find(" ", start, first)
-        start = space + 1 if space >= 0 else start
-    if end < len(text):
-        space = text.rfind(" ", first, end)
-        end = space if space > first else end
-    cut = text[start:end].strip(ELLIPSIS)
+    matches = [(found.start(), found.end()) for found in _MATCH.finditer(text)]
+    first, last = _densest(matches, text)
+    if last - first >= SNIPPET_MAX_CHARS:
+        start, end = first, first + SNIPPET_MAX_CHARS
+    else:
+        room = SNIPPET_MAX_CHARS - (last - first)
+        start = max(0, min(first - room // 3, len(text) - SNIPPET_MAX_CHARS))
+        end = start + SNIPPET_MAX_CHARS
+        starts = [begin for begin, _ in matches]
+        spaces = (space.start() for space in _ONE_SPACE.finditer(text, max(start - 1, 0), end + 1))
+        cuts = [at for at in spaces if not _inside(matches, starts, at)]
+        if start > 0:
+            start = next((at + 1 for at in cuts if at < first), first)
+        if end < len(text):
+            end = next((at for at in reversed(cuts) if at >= last), end)
+            if _inside(matches, starts, end):  # no space to cut at, and a match there: end before it
+                end = starts[bisect.bisect_right(starts, end) - 1]
+    cut = text[start:end].strip(" " + ELLIPSIS)
     if cut.count(_MARK_OPEN) > cut.count(_MARK_CLOSE):
         cut += _MARK_CLOSE
     lead = ELLIPSIS if start > 0 or text.startswith(ELLIPSIS) else ""
     tail = ELLIPSIS if end < len(text) or text.endswith(ELLIPSIS) else ""
     return lead + cut + tail
+
+
+def _densest(matches: list[tuple[int, int]], text: str) -> tuple[int, int]:
+    """(start, end) of the run of ``matches`` within SNIPPET_MAX_CHARS (or of one longer match)
+    holding the most different matched words, then the most matches, the first of equals; (0, 0)
+    if there are none."""
+    best, span = (0, 0), (0, 0)
+    for number, (first, _) in enumerate(matches):
+        run = [match for match in matches[number:] if match[1] - first <= SNIPPET_MAX_CHARS] or [matches[number]]
+        found = (len({text[begin:end].strip(_MARK_OPEN + _MARK_CLOSE).lower() for begin, end in run}), len(run))
+        if found > best:
+            best, span = found, (first, run[-1][1])
+    return span
+
+
+def _inside(matches: list[tuple[int, int]], starts: list[int], at: int) -> bool:
+    """Whether offset ``at`` is inside one of ``matches`` (their ``starts`` in order), past its start."""
+    number = bisect.bisect_left(starts, at) - 1
+    return number >= 0 and at < matches[number][1]
 
 
 def _snippet_lines(body: str, snippet: str, first: int, last: int) -> tuple[int, int, int]:

@@ -3,6 +3,7 @@ into the best-ranked one, named in also_in; texts that share less stay apart."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import pytest
 from mcp import Client
 
 import copies
+import tools
 from indexer import TextIndexer
 from models import ServerConfig
 from search import search
@@ -107,6 +109,28 @@ def test_a_version_rewritten_is_no_longer_folded(source: Path, indexer: TextInde
     )
 
 
+@pytest.mark.parametrize(
+    ("path", "also_in", "short"),
+    [
+        ("ref/5.1/Core/About/about_Signing.md", ["ref/7.4/Core/About/about_Signing.md", "ref/7.5/Core/About/about_Signing.md"], True),
+        ("ref/5.1/Core/About/about_Signing.md", ["ref/7.4/Core/About/about_Signing.md"], True),
+        ("ref/7.4/whats-new-7.4.md", ["ref/7.5/whats-new-7.4.md"], False),  # 7.4 twice in the path: a replace would change both
+        ("ref/7.4/a/x.md", ["ref/7.5/b/x.md"], False),  # two folders differ
+        ("ref/7.4/a/x.md", ["ref/7.5/a/x.md", "ref/7.4/b/x.md"], False),  # not the same folder
+        ("ref/7.4/x.md", ["ref/7.5/a/x.md"], False),  # another depth
+        ("x.md", ["y.md"], False),  # no shorter
+    ],
+)
+def test_copies_are_named_by_the_folder_that_differs_when_that_is_unambiguous(path: str, also_in: list[str], short: bool) -> None:
+    named = tools.named_copies(path, also_in)
+    assert ("also_in_replaces" in named) == short
+    if short:
+        assert [path.replace(named["also_in_replaces"], entry) for entry in named["also_in"]] == also_in
+        assert len(json.dumps(named)) < len(json.dumps({"also_in": also_in}))
+    else:
+        assert named == {"also_in": also_in}
+
+
 @pytest.mark.anyio
 async def test_versions_fold_over_mcp(source: Path, tmp_path: Path) -> None:
     versions(source)
@@ -120,4 +144,9 @@ async def test_versions_fold_over_mcp(source: Path, tmp_path: Path) -> None:
         results = (await call(client, "search", {"query": "gizmo dial units"}))["results"]
         assert len(results) == 2
         folded = next(hit for hit in results if hit.get("also_in"))
-        assert {folded["path"], *folded["also_in"]} == {"5.1/about_gizmos.md", "7.4/about_gizmos.md", "7.5/about_gizmos.md"}
+        # Versions are named by their folder: an entry's path is path with also_in_replaces replaced by it.
+        assert folded["also_in_replaces"] == folded["path"].split("/")[0] and all("/" not in entry for entry in folded["also_in"])
+        named = {folded["path"].replace(folded["also_in_replaces"], entry) for entry in folded["also_in"]}
+        assert {folded["path"], *named} == {"5.1/about_gizmos.md", "7.4/about_gizmos.md", "7.5/about_gizmos.md"}
+        for path in named:
+            assert "Line 9 sets" in (await call(client, "get_document", {"path": path}))["text"]

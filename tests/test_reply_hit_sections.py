@@ -11,7 +11,7 @@ from indexer import TextIndexer
 from models import ServerConfig
 from search import search
 from sections import heading_spans, split_sections
-from snippets import clean_snippet
+from snippets import ELLIPSIS, SNIPPET_MAX_CHARS, bounded_snippet, clean_snippet, without_heading
 from tests.conftest import write
 from tests.test_mcp_stdio import call, server_params, wait_for
 
@@ -37,6 +37,8 @@ M_OPEN, M_CLOSE = "\ue000", "\ue001"  # the private markers a snippet's matches 
         ("…## Part\n- one\n* two\n> quoted…", "…Part\none\ntwo\nquoted…"),
         ("---\n\nabove a rule", "\nabove a rule"),
         ("[a](../x(v=1).md), cut](../y.md) and [cut](../z", "a, cut and [cut"),  # links the snippet's ends cut
+        ("[`Get-Item`](xref:Get-Item) and [`Select-String`][22]; `[a](b)` is code", "`Get-Item` and `Select-String`; `[a](b)` is code"),
+        ("> [!NOTE]\n> Be careful.", "NOTE:\nBe careful."),
     ],
 )
 def test_clean_snippet_keeps_the_text_and_drops_the_markup(raw: str, clean: str) -> None:
@@ -46,6 +48,31 @@ def test_clean_snippet_keeps_the_text_and_drops_the_markup(raw: str, clean: str)
 def test_a_snippet_that_starts_inside_code_keeps_it_until_the_fence() -> None:
     assert clean_snippet("Get-Item **x**\n```\n> **Note** text") == "Get-Item x\n> **Note** text"
     assert clean_snippet("Get-Item **x**\n```\n> **Note** text", in_fence=True) == "Get-Item **x**\nNote text"
+
+
+def test_a_snippet_leaves_out_the_heading_it_starts_with_when_the_rest_shows_a_match() -> None:
+    heading = "about_Signing > Sign a script"
+    assert without_heading(f"{M_OPEN}Sign{M_CLOSE} a {M_OPEN}script{M_CLOSE} Signing a {M_OPEN}script{M_CLOSE} permits", heading) == (
+        f"Signing a {M_OPEN}script{M_CLOSE} permits")
+    assert without_heading(f"about_Signing Sign a script Run {M_OPEN}it{M_CLOSE}.", heading) == f"Run {M_OPEN}it{M_CLOSE}."  # the path's parts
+    kept = [
+        f"{M_OPEN}Sign{M_CLOSE} a script Nothing matched here.",  # the heading's words are the only match
+        f"{M_OPEN}Sign a script permits{M_CLOSE} you.",  # a phrase across the heading's end
+        f"{ELLIPSIS}Sign a script {M_OPEN}x{M_CLOSE}",  # cut: not the section's start
+        f"Sign a scripting {M_OPEN}x{M_CLOSE}",  # another word
+    ]
+    assert [without_heading(text, heading) for text in kept] == kept
+
+
+def test_a_long_snippet_is_cut_around_the_most_matched_words_at_spaces() -> None:
+    words = [f"{M_OPEN}alpha{M_CLOSE}", *["filler"] * 40, f"{M_OPEN}alpha{M_CLOSE}", "and", f"{M_OPEN}beta{M_CLOSE}", "then",
+             f"{M_OPEN}gamma{M_CLOSE}", *["tail"] * 40]
+    cut = bounded_snippet(" ".join(words))
+    assert cut.startswith(ELLIPSIS) and cut.endswith(ELLIPSIS) and len(cut) <= SNIPPET_MAX_CHARS + 2
+    assert all(f"{M_OPEN}{word}{M_CLOSE}" in cut for word in ("alpha", "beta", "gamma"))
+    assert set(cut.strip(ELLIPSIS).split(" ")) <= set(words)  # no word shown in part
+    phrase = f"{M_OPEN}{'long phrase ' * 20}{M_CLOSE}"
+    assert M_CLOSE in bounded_snippet(f"lead {phrase} after")  # a match longer than a snippet is closed
 
 
 def _rows(text: str, name: str) -> list[tuple[int, int, str]]:
@@ -85,16 +112,18 @@ def test_a_hit_names_the_deepest_heading_holding_the_words(indexer: TextIndexer,
     start = lines.index("## Sign a script") + 1
     assert hit["heading"] == "about_Signing > Sign a script"
     assert (hit["line_start"], hit["line_end"]) == (start, start + 2)
-    assert hit["snippet"].startswith("**Sign** a **script** **Signing** a **script** permits")
+    assert hit["snippet"].startswith("**Signing** a **script** permits")  # the heading's words are in heading only
     # Clean: no heading marker, link target or escaped bold; the source's own ** are gone.
     assert "#" not in hit["snippet"] and "https" not in hit["snippet"] and "\\*" not in hit["snippet"]
     assert "-WhatIf with a certificate." in hit["snippet"]
+    long = search(config.db_path, "paragraph matters")["results"][0]["snippet"]  # a long section: cut to the bound
+    assert len(long.replace("**", "").strip(ELLIPSIS)) <= SNIPPET_MAX_CHARS and "**Paragraph**" in long and "**matters**" in long
 
     [whatif] = search(config.db_path, "WhatIf")["results"]
     assert "**WhatIf**" in whatif["snippet"] and "\\*" not in whatif["snippet"]
     [details] = search(config.db_path, "details name")["results"]
     assert details["heading"] == "about_Signing > Sign a script > Details"
-    assert details["snippet"] == "**Details** **Name**; Value a; b"
+    assert details["snippet"] == "**Name**; Value a; b"
     [page] = search(config.db_path, "about_Signing")["results"]
     assert page["heading"] == "about_Signing > Short description"  # the title's words, with the text under it
 
