@@ -26,7 +26,7 @@ from typing import Any
 
 from exceptions import ConfigError
 from ignore_rules import MAX_EXCLUDE_PATTERNS, MAX_PATTERN_CHARS, PatternError, compile_exclude_patterns
-from models import ServerConfig
+from models import SOURCE_NAME, ServerConfig, Source, default_source_name
 
 PROJECT_DIR = Path(__file__).resolve().parent
 #: The CPUs this process may run on (its affinity, not the machine's count): sizes the indexer's
@@ -71,7 +71,11 @@ FLAGS: dict[str, str] = {
     "exclude_patterns": "--exclude-patterns",
     "index_notebook_outputs": "--index-notebook-outputs",
 }
-KNOWN_KEYS = frozenset(ENV_VARS)
+#: The config file also takes ``sources``: {"name": "folder", ...}, beside or instead of source_directory.
+KNOWN_KEYS = frozenset(ENV_VARS) | {"sources"}
+#: At most this many sources per server: each has its own loop thread and inotify instance
+#: (a user has 128 of those by default, fs.inotify.max_user_instances).
+MAX_SOURCES = 32
 
 
 def user_files(environ: Mapping[str, str], project_dir: Path | None = None) -> tuple[Path | None, Path | None]:
@@ -131,10 +135,12 @@ def load_config(
         if var in environ:
             values[key] = _Value(environ[var], f"environment variable {var}", cwd)
     for key, raw in flags.items():
-        if key not in KNOWN_KEYS:
+        if key not in ENV_VARS:
             raise ConfigError(key, "unknown setting", "command line")
-        if raw is not None:
+        if raw is not None and raw != []:
             values[key] = _Value(raw, FLAGS[key], cwd)
+    if not values.get("source_directory", _Value(None, "config file", cwd)).origin.startswith("config file"):
+        values.pop("sources", None)  # sources given on the command line or in the environment replace the file's
     return _validate(values, default_index_dir)
 
 
@@ -190,18 +196,10 @@ def _config_bytes(config_file: Path) -> bytes:
 
 
 def _validate(values: dict[str, _Value], default_index_dir: Path | None) -> ServerConfig:
-    if "source_directory" not in values:
+    if "source_directory" not in values and "sources" not in values:
         raise ConfigError(
             "source_directory", "required: pass --source DIR, set DOCSEARCH_SOURCE_DIRECTORY, or put it in the config file"
         )
-    source = _resolved(values["source_directory"], "source_directory")
-    try:
-        is_dir = source.is_dir()
-    except OSError as exc:
-        raise ConfigError("source_directory", f"{source}: {exc.strerror or exc}", values["source_directory"].origin) from None
-    if not is_dir:
-        problem = "is not a directory" if source.exists() else "does not exist"
-        raise ConfigError("source_directory", f"{source} {problem}", values["source_directory"].origin)
     if "index_output_directory" in values:
         index_dir = _resolved(values["index_output_directory"], "index_output_directory")
     elif default_index_dir is not None:
@@ -211,9 +209,11 @@ def _validate(values: dict[str, _Value], default_index_dir: Path | None) -> Serv
             "index_output_directory", "no home folder to keep the index in (HOME is not set to an absolute path and the"
             " user has none): set HOME or XDG_DATA_HOME, or give --index-dir DIR"
         )
-    defaults = ServerConfig(source_directory=source, index_output_directory=index_dir)
+    sources = _sources(values, index_dir)
+    defaults = ServerConfig(source_directory=sources[0].directory, index_output_directory=index_dir)
     return ServerConfig(
-        source_directory=source,
+        source_directory=sources[0].directory,
+        sources=sources,
         index_output_directory=index_dir,
         included_extensions=_extensions(values.get("included_extensions"), "included_extensions", defaults.included_extensions),
         excluded_extensions=_extensions(values.get("excluded_extensions"), "excluded_extensions", defaults.excluded_extensions),
@@ -224,6 +224,91 @@ def _validate(values: dict[str, _Value], default_index_dir: Path | None) -> Serv
         exclude_patterns=_patterns(values.get("exclude_patterns"), defaults.exclude_patterns),
         index_notebook_outputs=_boolean(values.get("index_notebook_outputs"), "index_notebook_outputs", defaults.index_notebook_outputs),
     )
+
+
+def _sources(values: dict[str, _Value], index_dir: Path) -> tuple[Source, ...]:
+    """Every source, named and checked: each an existing, readable folder, no two of one name, none
+    inside another, none the index folder or inside it."""
+    named = _named_folders(values)
+    if len(named) > MAX_SOURCES:
+        raise ConfigError("sources", f"at most {MAX_SOURCES} sources, got {len(named)}", named[0][2].origin)
+    sources: list[Source] = []
+    for name, raw, value in named:
+        folder = _source_folder(_Value(raw, value.origin, value.base_dir, value.textual), name)
+        name = name or _unique(default_source_name(folder), {s.name for s in sources} | {n for n, _, _ in named if n})
+        if any(s.name == name for s in sources):
+            raise ConfigError("sources", f"two sources are named {name!r}: give each its own name (NAME=DIR)", value.origin)
+        for other in sources:
+            if folder == other.directory:
+                raise ConfigError("sources", f"{folder} is given twice (as {other.name!r} too)", value.origin)
+            if is_under(folder, other.directory) or is_under(other.directory, folder):
+                inner, outer = (folder, other.directory) if is_under(folder, other.directory) else (other.directory, folder)
+                raise ConfigError("sources", f"{inner} is inside {outer}, another source: serve the outer one, or two"
+                                  " folders side by side", value.origin)
+        if is_under(folder, index_dir):
+            raise ConfigError("sources", f"{folder} is the index folder {index_dir} or inside it: index another folder", value.origin)
+        sources.append(Source(name, folder))
+    return tuple(sources)
+
+
+def _named_folders(values: dict[str, _Value]) -> list[tuple[str | None, object, _Value]]:
+    """(name or None, folder as given, where it came from) of each source, in the order given:
+    source_directory's (several from the command line, each DIR or NAME=DIR), then the file's
+    ``sources``."""
+    named: list[tuple[str | None, object, _Value]] = []
+    given = values.get("source_directory")
+    if given is not None:
+        for raw in given.raw if isinstance(given.raw, list) else [given.raw]:
+            name, folder = _split_named(raw, given.origin) if given.textual else (None, raw)
+            named.append((name, folder, given))
+    listed = values.get("sources")
+    if listed is not None:
+        if not isinstance(listed.raw, dict) or not listed.raw:
+            raise ConfigError("sources", f'must be an object of name: folder, like {{"notes": "~/notes"}}, got {_shown(listed.raw)}', listed.origin)
+        for name, folder in listed.raw.items():
+            if not SOURCE_NAME.fullmatch(name):
+                raise ConfigError("sources", f"{name!r} is not a source name: letters, digits, '.', '_', '-' (up to 64, a letter"
+                                  " or digit first)", listed.origin)
+            named.append((name, folder, listed))
+    return named
+
+
+def _split_named(raw: object, origin: str) -> tuple[str | None, object]:
+    """NAME=DIR -> (NAME, DIR); anything else is a folder (write ./a=b for a folder named so). A
+    NAME that is not a valid name, given for a folder that does not exist, is refused as a name."""
+    if isinstance(raw, str) and "=" in raw:
+        name, folder = raw.split("=", 1)
+        if SOURCE_NAME.fullmatch(name):
+            return name, folder
+        if "/" not in name and not os.path.lexists(raw):
+            raise ConfigError("sources", f"{name[:80]!r} is not a source name: letters, digits, '.', '_', '-' (up to 64,"
+                              " a letter or digit first)", origin)
+    return None, raw
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    """``name``, or ``name-2``, ``name-3``... if taken."""
+    candidate, n = name, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{name[:60]}-{n}"
+    return candidate
+
+
+def _source_folder(value: _Value, name: str | None) -> Path:
+    """A source's folder, resolved; it must be a folder this user can list."""
+    key = f"sources.{name}" if name else "source_directory"
+    folder = _resolved(value, key)
+    try:
+        is_dir = folder.is_dir()
+    except OSError as exc:
+        raise ConfigError(key, f"{folder}: {exc.strerror or exc}", value.origin) from None
+    if not is_dir:
+        problem = "is not a directory" if folder.exists() else "does not exist"
+        raise ConfigError(key, f"{folder} {problem}", value.origin)
+    if not os.access(folder, os.R_OK | os.X_OK):
+        raise ConfigError(key, f"{folder} cannot be read (permission denied)", value.origin)
+    return folder
 
 
 def _path(value: _Value, key: str) -> Path:

@@ -1,14 +1,18 @@
 """The background loop: owns the index's writer, scans, applies the watcher's changes, and never dies."""
 
+from __future__ import annotations
+
 import logging
 import threading
 import time
 import traceback
+from collections.abc import Callable
+from pathlib import Path
 
-from database import IndexWriter
+from database import IndexWriter, SourceWriter
 from exceptions import Cancelled, DocSearchError
 from indexer import TextIndexer, watched_folder
-from models import ServerConfig, WatchState
+from models import ServerConfig, Source, WatchState
 from watcher import MAX_BATCH_FILES, Batch, Pacing, SourceWatcher, WatchUnavailable
 
 logger = logging.getLogger("docsearch")
@@ -25,6 +29,8 @@ RETRY_MAX_SECONDS = 60.0
 #: first when the index's writer is free within this time and they are at most this many; else
 #: they are returned marked stale (and the next rescan catches up).
 FRESHNESS_WAIT_SECONDS = 0.25
+#: With several sources, how often a waiting loop looks whether another one opened the index anew (seconds).
+REOPEN_CHECK_SECONDS = 1.0
 MAX_FRESHNESS_FILES = 20
 
 
@@ -52,8 +58,9 @@ class Daemon:
     process that is writing it, and the MCP handshake must not wait for that.
     """
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, shared: SharedWriter | None = None) -> None:
         self.config = config
+        self.shared = shared or SharedWriter(config.db_path)
         self.indexer: TextIndexer | None = None
         self.startup_error: str | None = None
         self.first_scan_done = threading.Event()
@@ -76,14 +83,15 @@ class Daemon:
             logger.info("another process (pid %s) is writing %s; serving searches from it meanwhile", pid or "?", self.config.db_path)
 
         try:
-            writer = IndexWriter(self.config.db_path, on_wait=waiting, stop=self.stopping.is_set)
+            writer = self.shared.open(waiting, self.stopping.is_set)
         except Cancelled:
             return
         except Exception as exc:  # noqa: BLE001 - the server must keep answering whatever happened
             self.startup_error = f"cannot open or create the index {self.config.db_path}: {exc}"
             logger.error("%s; retrying every %.0fs", self.startup_error, WRITER_RETRY_SECONDS)
             return
-        self.indexer = TextIndexer(self.config, writer, self.stopping)
+        prefix = self.config.key_prefix(self.config.source.name)
+        self.indexer = TextIndexer(self.config, SourceWriter(writer, prefix) if prefix else writer, self.stopping, self.shared.scan_lock)
         self.startup_error = None
 
     def start(self) -> None:
@@ -206,12 +214,16 @@ class Daemon:
         while not self.stopping.is_set():
             now = time.monotonic()
             retry_due = self._retry_at is not None and self._retry_at <= now
-            if (deadline is not None and deadline <= now) or (self._rescan_wanted and retry_due):
+            if (deadline is not None and deadline <= now) or (self._rescan_wanted and retry_due) or self._opened_anew():
                 return
             timers = [at for at in (deadline, self._retry_at) if at is not None]
+            if self.config.several:  # another source's loop may open the index anew: look again soon
+                timers.append(now + REOPEN_CHECK_SECONDS)
             watcher, indexer = self.watcher, self.indexer
             if watcher is None or indexer is None or not watcher.state.active:
                 self.stopping.wait(max(0.0, min(timers) - now) if timers else None)
+                if self.config.several:
+                    continue
                 return
             hot = self._pacing.next_due()
             wake = timers + ([hot] if hot is not None else [])
@@ -227,6 +239,12 @@ class Daemon:
             if not watcher.state.active:  # a watch limit reached: the periodic rescan takes over
                 self.watch_state, self.watcher = watcher.state, None
                 indexer.record_watching(self.watch_state)
+
+    def _opened_anew(self) -> bool:
+        """Whether the index file was opened anew (deleted, replaced or rebuilt: by another
+        source's loop) since this source's last scan, which must then run again."""
+        indexer = self.indexer
+        return indexer is not None and indexer.openings_seen != indexer.writer.openings
 
     def _index_changed(self, indexer: TextIndexer, batch: Batch) -> None:
         """Index the files that changed, unless they are hot (they wait, see watcher.Pacing), with
@@ -290,13 +308,81 @@ class Daemon:
                 raise Cancelled("cancelled while waiting for the index to open")
         return self.indexer
 
-    def close(self) -> None:
-        """Stop the rescan loop (a scan ends after the file it is writing) and close the index,
-        truncating its WAL."""
+    def stop(self) -> None:
+        """Ask the rescan loop to stop (a scan ends after the file it is writing)."""
         self.stopping.set()
         if self.watcher is not None:
             self.watcher.wake()
+
+    def close(self) -> None:
+        """Stop the rescan loop and close the index, truncating its WAL."""
+        self.stop()
         if self._thread.is_alive():
             self._thread.join(STOP_WAIT_SECONDS)
-        if self.indexer is not None and not self._thread.is_alive():
-            self.indexer.writer.close()
+        if not self._thread.is_alive():
+            self.shared.close()
+
+
+class SharedWriter:
+    """The index's one writer, opened by whichever source's loop needs it first, and shared by all."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.db_path = db_path
+        self._lock = threading.Lock()
+        self._writer: IndexWriter | None = None
+        #: The sources' scans run one at a time (each starts its own loader processes).
+        self.scan_lock = threading.Lock()
+
+    def open(self, on_wait: Callable[[int | None], None], stop: Callable[[], bool]) -> IndexWriter:
+        with self._lock:
+            if self._writer is None:
+                self._writer = IndexWriter(self.db_path, on_wait=on_wait, stop=stop)
+            return self._writer
+
+    def close(self) -> None:
+        with self._lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+
+
+class Daemons:
+    """The server's background work: a Daemon per source, sharing one index and its writer."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        shared = SharedWriter(config.db_path)
+        self.loops = {source.name: Daemon(config.for_source(source), shared) for source in config.sources}
+        self._shared = shared
+
+    def start(self) -> None:
+        for loop in self.loops.values():
+            loop.start()
+
+    def close(self) -> None:
+        for loop in self.loops.values():
+            loop.stop()
+        for loop in self.loops.values():
+            loop._thread.join(STOP_WAIT_SECONDS)
+        if not any(loop._thread.is_alive() for loop in self.loops.values()):
+            self._shared.close()
+
+    def first_scans_done(self) -> bool:
+        return all(loop.first_scan_done.is_set() for loop in self.loops.values())
+
+    def loop_of(self, source: Source) -> Daemon:
+        return self.loops[source.name]
+
+    def refresh_found(self, keys: list[str]) -> bool:
+        """Daemon.refresh_found for index keys of any source: True if every source did."""
+        by_source: dict[str, list[str]] = {}
+        for key in keys:
+            name, path = self.config.split_key(key)
+            by_source.setdefault(name, []).append(path)
+        return all(self.loops[name].refresh_found(paths) for name, paths in by_source.items() if name in self.loops)
+
+    def suspect_damage(self) -> None:
+        """A reader saw the index fail: the next scan checks it."""
+        for loop in self.loops.values():
+            if loop.indexer is not None:
+                loop.indexer.damage_suspected = True

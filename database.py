@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import grp
+import dataclasses
 import itertools
 import json
 import logging
@@ -31,7 +32,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from exceptions import Cancelled, IndexUnavailableError
@@ -83,6 +84,9 @@ def shown_text(text: str) -> str:
 
 COMPRESSION_LEVEL = 1  # zlib: level 1 is ~3x faster than 6 for ~10% more bytes on prose
 BUSY_TIMEOUT_MS = 10_000
+#: Tries at opening the index while its file is deleted or replaced under the opening (someone
+#: clearing the index directory): each try opens what is at the path then.
+OPEN_ATTEMPTS = 3
 #: FTS5 builds a transaction's new terms in memory and writes them out as a segment whenever they
 #: pass this size (its default is 1 MB). With the indexer's large batches, fewer, larger segments
 #: mean less merging: the first index's FTS inserts take ~40% less CPU. In alternated runs on a
@@ -127,7 +131,8 @@ CREATE TABLE files (
     fallback_decoded INTEGER NOT NULL,
     title TEXT NOT NULL,
     section_count INTEGER NOT NULL,
-    sketch BLOB NOT NULL
+    sketch BLOB NOT NULL,
+    tags TEXT NOT NULL
 );
 CREATE INDEX files_by_name ON files({_FILE_NAME});
 CREATE INDEX files_by_title ON files(lower(title));
@@ -137,9 +142,12 @@ CREATE TABLE sections (
     end_line INTEGER NOT NULL,
     heading TEXT NOT NULL,
     body BLOB NOT NULL,
-    said BLOB NOT NULL
+    said BLOB NOT NULL,
+    outline BLOB NOT NULL
 );
 CREATE VIRTUAL TABLE sections_fts USING fts5(title, heading, body, content='', tokenize="{TOKENIZER}");
+CREATE TABLE file_tags (tag TEXT NOT NULL, file_id INTEGER NOT NULL, PRIMARY KEY (tag, file_id)) WITHOUT ROWID;
+CREATE INDEX file_tags_by_file ON file_tags(file_id);
 CREATE TABLE skipped (path TEXT PRIMARY KEY, reason TEXT NOT NULL, detail TEXT NOT NULL, signature TEXT);
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
 """
@@ -298,12 +306,17 @@ def _open_private_file(path: Path, flags: int) -> int:
     return os.open(path, flags | os.O_EXCL, PRIVATE_FILE_MODE)
 
 
-def _make_private(path: Path) -> None:
+def _make_private(path: Path) -> int:
     """Create the database file 0600 if missing (SQLite gives its WAL and shared-memory files the
     database's mode), narrow the mode of files an older version left readable by others, and
     remove a link or other non-file where SQLite would open its WAL, shared memory or journal:
-    SQLite could otherwise write through a link planted there, or fail on it forever."""
-    os.close(_open_private_file(path, os.O_RDONLY))
+    SQLite could otherwise write through a link planted there, or fail on it forever. Returns the
+    database file's inode."""
+    fd = _open_private_file(path, os.O_RDONLY)
+    try:
+        inode = os.fstat(fd).st_ino
+    finally:
+        os.close(fd)
     for side in (Path(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal")):
         try:
             st = os.lstat(side)
@@ -316,6 +329,7 @@ def _make_private(path: Path) -> None:
             os.unlink(side)
         elif st.st_mode & 0o077:
             os.chmod(side, PRIVATE_FILE_MODE)
+    return inode
 
 
 class LockHolder(NamedTuple):
@@ -549,6 +563,8 @@ class IndexWriter:
         self.db_path = db_path
         self.lock = threading.RLock()
         self.recovered_from: str | None = None
+        #: How often the file was opened anew (reopened, rebuilt): each source's loop scans again then.
+        self.openings = 0
         prepare_index_directory(db_path.parent)
         self.write_lock = WriterLock(lock_path(db_path))
         with self.write_lock.held(on_wait, stop):
@@ -561,21 +577,32 @@ class IndexWriter:
         check_index_directory(self.db_path.parent)  # again at each reopen: it may have been replaced
         problem = _file_problem(self.db_path)
         if problem is None:
-            _make_private(self.db_path)
-            conn = connect(self.db_path)
             try:
-                _prepare_schema(conn)
-                return conn, os.stat(self.db_path).st_ino
+                return self._connect()
             except sqlite3.DatabaseError as exc:
-                conn.close()
                 if not is_corruption(exc) and "schema" not in str(exc):
                     raise
                 problem = str(exc)
         self.recovered_from = self.move_aside(problem)
-        _make_private(self.db_path)
-        conn = connect(self.db_path)
-        _prepare_schema(conn)
-        return conn, os.stat(self.db_path).st_ino
+        return self._connect()
+
+    def _connect(self) -> tuple[sqlite3.Connection, int]:
+        """A connection to the file at db_path (created if missing) with the schema ready, and the
+        file's inode. Tried again if the file was deleted or replaced meanwhile and that failed it
+        (SQLite finds no database where it opens the WAL, say); one replaced after it succeeded is
+        reopened by the next scan (see file_replaced)."""
+        attempts = OPEN_ATTEMPTS
+        while True:
+            inode = _make_private(self.db_path)
+            conn = connect(self.db_path)
+            try:
+                _prepare_schema(conn)
+                return conn, inode
+            except sqlite3.Error:
+                conn.close()
+                attempts -= 1
+                if not attempts or not _replaced(self.db_path, inode):
+                    raise
 
     def move_aside(self, problem: str) -> str:
         """Rename a damaged database (and its WAL) out of the way, private; return the new name."""
@@ -601,19 +628,18 @@ class IndexWriter:
                 pass
             self.recovered_from = self.move_aside(problem)
             self.conn, self.inode = self._open()
+            self.openings += 1
 
     def file_replaced(self) -> bool:
         """True if the database file was deleted or replaced since this writer opened it."""
-        try:
-            return os.stat(self.db_path).st_ino != self.inode
-        except FileNotFoundError:
-            return True
+        return _replaced(self.db_path, self.inode)
 
     def reopen(self) -> None:
         """Open whatever is at the database path now: a new empty index if the file was deleted."""
         with self.write_lock.held(), self.lock:
             self.conn.close()
             self.conn, self.inode = self._open()
+            self.openings += 1
 
     def close(self) -> None:
         """Truncate the WAL (unless another process is writing: it will), then close."""
@@ -680,28 +706,31 @@ class IndexWriter:
         values = (
             loaded.path, loaded.mtime_ns, loaded.size, loaded.inode, loaded.ctime_ns, loaded.content_hash,
             loaded.read_at_ns, loaded.encoding, int(loaded.fallback_decoded), loaded.title, len(loaded.sections), loaded.sketch,
+            json.dumps(loaded.tags, ensure_ascii=False) if loaded.tags else "",
         )
         if file_id is None:
             file_id = self.conn.execute(
                 "INSERT INTO files (path, mtime_ns, size, inode, ctime_ns, content_hash, indexed_at_ns, encoding,"
-                " fallback_decoded, title, section_count, sketch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " fallback_decoded, title, section_count, sketch, tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 values,
             ).lastrowid
         else:
             self.conn.execute(
                 "UPDATE files SET path = ?, mtime_ns = ?, size = ?, inode = ?, ctime_ns = ?, content_hash = ?,"
-                " indexed_at_ns = ?, encoding = ?, fallback_decoded = ?, title = ?, section_count = ?, sketch = ? WHERE id = ?",
+                " indexed_at_ns = ?, encoding = ?, fallback_decoded = ?, title = ?, section_count = ?, sketch = ?, tags = ? WHERE id = ?",
                 (*values, file_id),
             )
         self._insert_sections(file_id, loaded)
+        self.conn.execute("DELETE FROM file_tags WHERE file_id = ?", (file_id,))
+        self.conn.executemany("INSERT OR IGNORE INTO file_tags (tag, file_id) VALUES (?, ?)", ((tag.lower(), file_id) for tag in loaded.tags))
 
     def _insert_sections(self, file_id: int, loaded: LoadedFile) -> None:
         title, sections = loaded.title, loaded.sections
         ids = [section_id(file_id, n) for n in range(len(sections))]
         self.conn.executemany(
-            "INSERT INTO sections (id, start_line, end_line, heading, body, said) VALUES (?, ?, ?, ?, ?, ?)",
+            "INSERT INTO sections (id, start_line, end_line, heading, body, said, outline) VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
-                (i, s.start_line, s.end_line, s.heading, body, said)
+                (i, s.start_line, s.end_line, s.heading, body, said, compress(json.dumps(s.outline, ensure_ascii=False, separators=(",", ":"))))
                 for i, s, body, said in zip(ids, sections, loaded.compressed_bodies, loaded.said_keys, strict=True)
             ],
         )
@@ -727,6 +756,7 @@ class IndexWriter:
     def remove_file(self, file_id: int) -> None:
         self._signatures = None
         self._delete_sections(file_id)
+        self.conn.execute("DELETE FROM file_tags WHERE file_id = ?", (file_id,))
         self.conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
 
     def mark_verified(self, file_id: int, indexed_at_ns: int, mtime_ns: int, inode: int, ctime_ns: int) -> None:
@@ -818,6 +848,67 @@ class IndexWriter:
         return not busy
 
 
+class SourceWriter:
+    """An IndexWriter as one source's indexer sees it, when one index holds several sources: its
+    files' paths are keys after ``prefix`` (``notes/``), and its meta values and skipped files are
+    its own. Everything else (the connection, locks, transactions) is the shared writer's."""
+
+    def __init__(self, writer: IndexWriter, prefix: str) -> None:
+        self.base, self.prefix = writer, prefix
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.base, name)
+
+    def _mine(self, path: str) -> bool:
+        return path.startswith(self.prefix)
+
+    def file_signatures(self) -> Mapping[Signature, int]:
+        cut = len(self.prefix)
+        return {(path[cut:], *rest): at for (path, *rest), at in self.base.file_signatures().items() if self._mine(path)}
+
+    def stored_file(self, path: str) -> StoredFile | None:
+        return self.base.stored_file(self.prefix + path)
+
+    def upsert_file(self, loaded: LoadedFile, file_id: int | None) -> None:
+        self.base.upsert_file(dataclasses.replace(loaded, path=self.prefix + loaded.path), file_id)
+
+    def replace_skipped(self, skipped: Iterable[tuple[str, str, str, str | None]]) -> None:
+        self.base.conn.execute("DELETE FROM skipped WHERE path >= ? AND path < ?", (self.prefix, self.prefix + "\U0010ffff"))
+        self.base.conn.executemany(
+            "INSERT OR REPLACE INTO skipped (path, reason, detail, signature) VALUES (?, ?, ?, ?)",
+            ((self.prefix + path, *rest) for path, *rest in skipped),
+        )
+
+    def remembered_skips(self) -> dict[str, tuple[str, str, str]]:
+        cut = len(self.prefix)
+        return {path[cut:]: skip for path, skip in self.base.remembered_skips().items() if self._mine(path)}
+
+    def skipped_entries(self, reasons: Iterable[str]) -> list[tuple[str, str, str]]:
+        cut = len(self.prefix)
+        return [(path[cut:], *rest) for path, *rest in self.base.skipped_entries(reasons) if self._mine(path)]
+
+    def set_skipped(self, path: str, reason: str, detail: str) -> None:
+        self.base.set_skipped(self.prefix + path, reason, detail)
+
+    def clear_skipped(self, path: str) -> None:
+        self.base.clear_skipped(self.prefix + path)
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.base.set_meta(self.prefix + key, value)
+
+    def set_meta_values(self, values: Mapping[str, str]) -> None:
+        self.base.set_meta_values({self.prefix + key: value for key, value in values.items()})
+
+    def meta(self) -> dict[str, str]:
+        return source_meta(self.base.meta(), self.prefix)
+
+
+def source_meta(meta: Mapping[str, str], prefix: str) -> dict[str, str]:
+    """The meta values a source's indexer wrote (see SourceWriter), without their prefix."""
+    cut = len(prefix)
+    return {key[cut:]: value for key, value in meta.items() if key.startswith(prefix)} if prefix else dict(meta)
+
+
 def _file_problem(db_path: Path) -> str | None:
     """Cheap checks before SQLite sees the file: it must be a regular file of this user, not a
     link, and a non-empty one must start with SQLite's header."""
@@ -828,11 +919,22 @@ def _file_problem(db_path: Path) -> str | None:
     problem = _index_file_problem(st)
     if problem:
         return problem
-    with open(db_path, "rb") as handle:
-        header = handle.read(len(SQLITE_HEADER))
+    try:
+        with open(db_path, "rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except FileNotFoundError:  # deleted since: as if it had not been there
+        return None
     if header and header != SQLITE_HEADER:
         return "not an SQLite database" if len(header) == len(SQLITE_HEADER) else "truncated file"
     return None
+
+
+def _replaced(db_path: Path, inode: int) -> bool:
+    """True if no file is at ``db_path`` now, or another one than ``inode``."""
+    try:
+        return os.stat(db_path).st_ino != inode
+    except FileNotFoundError:
+        return True
 
 
 def _prepare_schema(conn: sqlite3.Connection) -> None:
@@ -844,7 +946,7 @@ def _prepare_schema(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if version != SCHEMA_VERSION or not {"files", "sections", "sections_fts", "skipped", "meta"} <= tables:
+    if version != SCHEMA_VERSION or not {"files", "sections", "sections_fts", "file_tags", "skipped", "meta"} <= tables:
         if tables:
             raise sqlite3.DatabaseError(f"schema version {version} with tables {sorted(tables)[:5]} is not this daemon's schema")
         conn.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
@@ -1108,13 +1210,14 @@ def matching_files(conn: sqlite3.Connection, match: str) -> list[int]:
 
 def file_condition(
     prefix: str, glob: str | None, suffixes: Sequence[str], modified: tuple[int | None, int | None], pattern: str | None,
-    like: str | None = None,
+    like: str | None = None, tags: Sequence[str] = (), alternatives: Sequence[tuple[str, str | None, str | None]] = (),
 ) -> FileCondition:
     """The files whose path starts with ``prefix`` (read from the index on paths), matches the
     SQLite ``glob``, the LIKE pattern ``like`` (ASCII letters in any case; \\ escapes) and the
     regular expression ``pattern`` (if any; see _path_matches), ends with one of ``suffixes`` (any
     case; if any), and whose mtime_ns is within ``modified`` (from, inclusive; until, exclusive;
-    None: open)."""
+    None: open), holding every one of ``tags``. ``alternatives``: (prefix, glob, pattern) rules a
+    path must pass one of (the sources of a search over several), checked last."""
     conditions = ["files.path >= ?", "files.path < ?"]
     values: list[object] = [prefix, prefix + "\U0010ffff"]
     if glob is not None:
@@ -1130,10 +1233,28 @@ def file_condition(
         if bound is not None:
             conditions.append(condition)
             values.append(bound)
+    for tag in tags:  # in any case
+        conditions.append("files.id IN (SELECT file_id FROM file_tags WHERE tag = ?)")
+        values.append(tag.lower())
     if pattern is not None:
         conditions.append("path_matches(?, files.path)")
         values.append(pattern)
+    if alternatives:
+        each = [file_condition(*rule[:2], (), (None, None), rule[2]) for rule in alternatives]
+        conditions.append("(" + " OR ".join(f"({rule.sql})" for rule in each) + ")")
+        values.extend(value for rule in each for value in rule.values)
     return FileCondition(" AND ".join(conditions), tuple(values))
+
+
+def listed_files(conn: sqlite3.Connection, condition: FileCondition, limit: int, offset: int) -> tuple[int, list[tuple]]:
+    """list_files: how many files pass ``condition``, and the page of them from ``offset``, by key:
+    (key, title, size, mtime_ns, tags as stored)."""
+    total = conn.execute(f"SELECT count(*) FROM files WHERE {condition.sql}", condition.values).fetchone()[0]
+    rows = conn.execute(
+        f"SELECT path, title, size, mtime_ns, tags FROM files WHERE {condition.sql} ORDER BY path LIMIT ? OFFSET ?",
+        (*condition.values, limit, offset),
+    ).fetchall()
+    return total, rows
 
 
 def files_passing(conn: sqlite3.Connection, condition: FileCondition, most: int) -> list[int] | None:
@@ -1297,19 +1418,24 @@ def load_sections(conn: sqlite3.Connection, rowids: Sequence[int], text: bool = 
     ``text``; in the order given (callers break ties by it)."""
     rows = conn.execute(
         f"SELECT s.id, s.start_line, s.end_line, s.heading, {'s.body' if text else 'NULL'}, s.said, f.path, f.title, f.sketch,"
-        f" f.mtime_ns, f.size, f.inode, f.ctime_ns FROM sections AS s JOIN files AS f ON f.id = s.id >> {SECTION_BITS}"
+        f" f.mtime_ns, f.size, f.inode, f.ctime_ns, f.tags FROM sections AS s JOIN files AS f ON f.id = s.id >> {SECTION_BITS}"
         " WHERE s.id IN (SELECT value FROM json_each(?))",
         (json.dumps(list(rowids)),),
     )
     found = {
         rowid: {
             "start_line": start, "end_line": end, "heading": heading, "said": said, "path": path, "title": title, "sketch": sketch,
-            "mtime_ns": mtime_ns, "signature": (path, mtime_ns, size, inode, ctime_ns),
+            "mtime_ns": mtime_ns, "signature": (path, mtime_ns, size, inode, ctime_ns), "tags": stored_tags(tags),
             **({"body": decompress(body)} if text else {}),
         }
-        for rowid, start, end, heading, body, said, path, title, sketch, mtime_ns, size, inode, ctime_ns in rows
+        for rowid, start, end, heading, body, said, path, title, sketch, mtime_ns, size, inode, ctime_ns, tags in rows
     }
     return {rowid: found[rowid] for rowid in rowids if rowid in found}
+
+
+def stored_tags(stored: str) -> list[str]:
+    """A file's tags as files.tags holds them (a JSON list, or "" for none)."""
+    return json.loads(stored) if stored else []
 
 
 def snippets(
@@ -1337,11 +1463,13 @@ def snippets(
     return {rowid: shown_text(text.replace(between, "")) for rowid, text in rows}
 
 
-def file_sections(conn: sqlite3.Connection, rowid: int, most: int) -> list[tuple[int, int, str]]:
-    """(start_line, end_line, body) of the first ``most`` sections of ``rowid``'s file, in text order."""
-    first = section_id(file_id_of(rowid), 0)
-    rows = conn.execute("SELECT start_line, end_line, body FROM sections WHERE id >= ? AND id < ? ORDER BY id", (first, first + most))
-    return [(start, end, decompress(body)) for start, end, body in rows]
+def file_sections(conn: sqlite3.Connection, rowid: int, before: int, most: int) -> list[tuple[int, int, str, list[list]]]:
+    """(start_line, end_line, body, outline) of at most ``most`` sections of ``rowid``'s file in text
+    order, from the ``before``-th before it (from the file's first)."""
+    first = max(section_id(file_id_of(rowid), 0), rowid - before)
+    past = min(first + most, section_id(file_id_of(rowid) + 1, 0))
+    rows = conn.execute("SELECT start_line, end_line, body, outline FROM sections WHERE id >= ? AND id < ? ORDER BY id", (first, past))
+    return [(start, end, decompress(body), json.loads(decompress(outline))) for start, end, body, outline in rows]
 
 
 def matching_texts(conn: sqlite3.Connection, texts: Mapping[int, tuple[str, str]], parts: Sequence[str]) -> list[tuple[set[int], set[int]]]:
@@ -1415,10 +1543,17 @@ def best_with_feedback(
     ).fetchall()
 
 
-def index_counts(conn: sqlite3.Connection) -> dict[str, object]:
-    """Numbers for status: files, FTS rows, fallback-decoded files, skip counts, meta values."""
-    files, fallback = conn.execute("SELECT count(*), coalesce(sum(fallback_decoded), 0) FROM files").fetchone()
-    sections = conn.execute("SELECT count(*) FROM sections").fetchone()[0]
+def index_counts(conn: sqlite3.Connection, prefix: str = "") -> dict[str, object]:
+    """Numbers for status: files, FTS rows, fallback-decoded files, skip counts, meta values; of
+    the files whose keys start with ``prefix`` (one source's) if given."""
+    if prefix:
+        files, fallback, sections = conn.execute(
+            "SELECT count(*), coalesce(sum(fallback_decoded), 0), coalesce(sum(section_count), 0) FROM files"
+            " WHERE path >= ? AND path < ?", (prefix, prefix + "\U0010ffff"),
+        ).fetchone()
+    else:
+        files, fallback = conn.execute("SELECT count(*), coalesce(sum(fallback_decoded), 0) FROM files").fetchone()
+        sections = conn.execute("SELECT count(*) FROM sections").fetchone()[0]
     meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
     return {"indexed_files": files, "total_documents": sections, "fallback_decoded_files": fallback, "meta": meta}
 

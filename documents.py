@@ -94,7 +94,7 @@ def read_document(config: ServerConfig, user_path: str) -> Document:
     try:
         if check_single_file(root, rel, file_filter(config)) is None:
             twin = whitespace_twin(root, rel)
-            meant = [] if twin else _paths_meant(config.db_path, rel)
+            meant = [] if twin else [_shown_key(config, key) for key in _paths_meant(config.db_path, config.key(config.source.name, rel))]
             hint = f"; did you mean {twin!r} (the path given has white space around a name)?" if twin else ""
             hint = f"; indexed paths it may mean: {', '.join(meant)}" if meant else hint
             raise ArgumentError("path", f"{rel}: no such file in the source directory{hint}")
@@ -179,9 +179,11 @@ def document_reply(
         raise ArgumentError("heading", f"must be a string, got {heading!r}")
     document = read_document(config, user_path)
     part = document_part(document, heading, start_line, end_line, max_chars, start_char)
-    changed = _indexed_hash(config.db_path, document.path) != document.content_hash
-    stale = changed and not (refresh is not None and refresh([document.path]))
+    key = config.key(config.source.name, document.path)
+    changed = _indexed_hash(config.db_path, key) != document.content_hash
+    stale = changed and not (refresh is not None and refresh([key]))
     reply: DocumentReply = {
+        **({"collection": config.source.name} if config.several else {}),  # type: ignore[typeddict-item]
         "path": document.path, "title": document.title, "text": visible_text(part.text), "line_start": part.first,
         "line_end": part.last, "total_lines": len(document.lines), "truncated": part.next_line is not None,
         "next_start_line": part.next_line, "next_start_char": part.next_char,
@@ -208,6 +210,12 @@ def _paths_meant(db_path: Path, rel: str) -> list[str]:
     name = rel.rpartition("/")[2].casefold()
     close = difflib.get_close_matches(name, [other for other in by_name if other != name], MAX_PATHS_SUGGESTED, NEAR_NAME)
     return [path for near in [name, *close] for path in by_name.get(near, [])][:MAX_PATHS_SUGGESTED]
+
+
+def _shown_key(config: ServerConfig, key: str) -> str:
+    """An index key as replies name a file: its path, after ``collection:`` when there are several sources."""
+    collection, path = config.split_key(key)
+    return f"{collection}:{path}" if config.several else path
 
 
 def _indexed_hash(db_path: Path, rel: str) -> str | None:

@@ -3,7 +3,7 @@
 A path filter is a glob relative to the source (read_filters says how it reads); it runs as a prefix
 or a GLOB inside SQLite first and as a regular expression on the paths that pass. A filter that
 lets no file through only because of case gets a hint naming the spellings that would
-(_case_hint). search_scope adds the query's -exclusions.
+(case_hint). search_scope adds the query's -exclusions.
 """
 
 from __future__ import annotations
@@ -38,6 +38,12 @@ class Filters:
     extensions: tuple[str, ...] = ()
     modified: tuple[int | None, int | None] = (None, None)
     path: str | None = None
+    #: Files must hold every one of these front matter tags (any case).
+    tags: tuple[str, ...] = ()
+    #: With several sources: (prefix, glob, pattern) per source searched, a path passing any one.
+    alternatives: tuple[tuple[str, str | None, re.Pattern[str] | None], ...] = ()
+    #: With several sources: the key prefixes of those searched (``path`` is relative to each).
+    within: tuple[str, ...] = ()
 
     @property
     def narrows(self) -> bool:
@@ -47,6 +53,8 @@ class Filters:
 NO_FILTERS = Filters()
 MAX_PATH_PATTERN_CHARS = 1024
 MAX_EXTENSIONS = 50
+MAX_TAGS = 20
+MAX_TAG_CHARS = 100
 #: A * matches within one folder or file name, and ** any number of folders. A regular expression
 #: tries every split of a name among its *s, and every split of a path among its **s: bounded
 #: here, a glob costs at most about (path length) x (name length)^2 steps per path, never the
@@ -57,7 +65,8 @@ _EXTENSION = re.compile(r"\.[^\s/\\*?\[\]]{1,32}")
 
 
 def read_filters(
-    path: str | None = None, extensions: Sequence[str] | None = None, modified_after: str | None = None, modified_before: str | None = None
+    path: str | None = None, extensions: Sequence[str] | None = None, modified_after: str | None = None, modified_before: str | None = None,
+    under: Sequence[str] | None = None, tags: Sequence[str] | None = None,
 ) -> Filters:
     """The Filters of a search's arguments; ArgumentError names the one that is wrong.
 
@@ -65,11 +74,34 @@ def read_filters(
     one segment, ``**`` any number of segments (none too), ``[abc]`` one of those characters. Without
     any of them it is a folder or a file: ``guides/`` and ``guides`` hold guides/install.md.
     ``extensions``: ".md" or "md", any case. Dates: ISO 8601, a date or a date and time; without a
-    timezone, UTC. Paths are compared in their case (see _case_hint)."""
+    timezone, UTC. Paths are compared in their case (see case_hint). ``under``: with several
+    sources, the key prefixes of those searched (see ServerConfig.key_prefix); the path filter is
+    relative to each."""
     text = _path_text(path) if path is not None else None
-    prefix, glob, pattern = _path_filter(text, path) if text else ("", None, None)
     modified = (_instant("modified_after", modified_after), _instant("modified_before", modified_before))
-    return Filters(prefix, glob, pattern, _extensions(extensions), modified, text or None)
+    if under is not None and len(under) == 1:  # one source's files: its keys' prefix, then the path filter
+        prefix, glob, pattern = _path_filter(under[0] + (text or ""), path or under[0])
+    elif under:  # each source's: its keys' prefix, then the path filter
+        alternatives = tuple(_path_filter(each + (text or ""), path or each) for each in under)
+        return Filters(extensions=_extensions(extensions), modified=modified, path=text or None, tags=_tags(tags),
+                       alternatives=alternatives, within=tuple(under))
+    else:
+        prefix, glob, pattern = _path_filter(text, path) if text else ("", None, None)
+    return Filters(prefix, glob, pattern, _extensions(extensions), modified, text or None, _tags(tags), within=tuple(under or ()))
+
+
+def _tags(tags: Sequence[str] | None) -> tuple[str, ...]:
+    """The tags a file must hold, checked: a list of names, a leading # dropped."""
+    if tags is None:
+        return ()
+    if isinstance(tags, str) or not isinstance(tags, (list, tuple)) or not all(isinstance(tag, str) for tag in tags):
+        raise ArgumentError("tags", f'must be a list of tags, e.g. ["project-x"], got {tags!r}'[:300])
+    if len(tags) > MAX_TAGS:
+        raise ArgumentError("tags", f"at most {MAX_TAGS} tags, got {len(tags)}")
+    kept = tuple(dict.fromkeys(tag.strip().removeprefix("#").strip() for tag in tags))
+    if any(not tag or len(tag) > MAX_TAG_CHARS or "\x00" in tag or has_surrogates(tag) for tag in kept):
+        raise ArgumentError("tags", f"each tag must be 1 to {MAX_TAG_CHARS} characters of text, got {list(tags)!r}"[:300])
+    return kept
 
 
 def _path_text(path: str) -> str:
@@ -182,16 +214,18 @@ CASE_PROBE_FILES = 50
 MAX_CASE_HINTS = 3
 
 
-def _case_hint(conn: sqlite3.Connection, filters: Filters) -> str | None:
+def case_hint(conn: sqlite3.Connection, filters: Filters) -> str | None:
     """For filters that let no file through: if their path filter would, ignoring case, a warning
     naming its spellings that do. Paths are compared in their case, as the file system does
     (docs/ and Docs/ may both be there) and as the index on paths is ordered."""
     if filters.path is None:
         return None
     probe = _path_regex(filters.path, grouped=True)
-    condition = database.file_condition("", None, filters.extensions, filters.modified, "(?i)" + probe, _caseless_like(filters.path))
+    within = "(?:" + "|".join(map(re.escape, filters.within)) + ")" if filters.within else ""  # a source's name keeps its case
+    like = ("%" if within else "") + _caseless_like(filters.path)
+    condition = database.file_condition("", None, filters.extensions, filters.modified, within + "(?i:" + probe + ")", like, filters.tags)
     found = database.paths_passing(conn, condition, CASE_PROBE_FILES)
-    matches = [re.fullmatch(probe, path, re.S | re.I) for path in found]
+    matches = [re.fullmatch(within + "(?i:" + probe + ")", path, re.S) for path in found]
     spellings = list(dict.fromkeys(_spelled_as(filters.path, match) for match in matches if match))
     if not spellings:
         return None
@@ -316,11 +350,18 @@ MAX_LISTED_FILES = 5000
 def search_scope(conn: sqlite3.Connection, plan: MatchPlan, filters: Filters) -> tuple[database.Scope, str | None]:
     """The files this search may return: those the filters let through, but the ones the plan's
     -exclusions match, in this snapshot; and a warning when the filters let none through only
-    because of case (see _case_hint)."""
+    because of case (see case_hint)."""
     excluded = database.matching_files(conn, plan.excluded) if plan.excluded else []
     if not filters.narrows:
         return database.scope_of(excluded, None), None
-    pattern = filters.pattern.pattern if filters.pattern is not None else None
-    condition = database.file_condition(filters.prefix, filters.glob, filters.extensions, filters.modified, pattern)
+    condition = file_condition_of(filters)
     allowed = database.files_passing(conn, condition, MAX_LISTED_FILES)
-    return database.scope_of(excluded, allowed, condition), _case_hint(conn, filters) if allowed == [] else None
+    return database.scope_of(excluded, allowed, condition), case_hint(conn, filters) if allowed == [] else None
+
+
+def file_condition_of(filters: Filters) -> database.FileCondition:
+    """The SQL condition on ``files`` that ``filters`` make."""
+    pattern = filters.pattern.pattern if filters.pattern is not None else None
+    alternatives = tuple((prefix, glob, rule.pattern if rule else None) for prefix, glob, rule in filters.alternatives)
+    return database.file_condition(filters.prefix, filters.glob, filters.extensions, filters.modified, pattern, tags=filters.tags,
+                                   alternatives=alternatives)

@@ -181,12 +181,19 @@ class TextIndexer:
     so every process reads the same status.
     """
 
-    def __init__(self, config: ServerConfig, writer: IndexWriter, stop: threading.Event | None = None) -> None:
+    def __init__(
+        self, config: ServerConfig, writer: IndexWriter, stop: threading.Event | None = None, scan_lock: threading.Lock | None = None
+    ) -> None:
         self.config = config
         self.writer = writer
         self.scanner = FileScanner(config)
         self.progress = ScanProgress()
-        self.scan_lock = threading.Lock()
+        #: One scan at a time: with several sources, their indexers share it (each scan has its own loaders).
+        self.scan_lock = scan_lock or threading.Lock()
+        #: The writer's openings (IndexWriter.openings) the last scan saw: a file opened anew since needs a scan.
+        self.openings_seen = writer.openings
+        #: After the phase in the lock file's record, with several sources: which one scans.
+        self._label = f"@{config.source.name}" if config.several else ""
         #: Set when the process is stopping: a scan ends after the file being written, and waits
         #: for another process's lock end.
         self.stop = stop or threading.Event()
@@ -353,6 +360,7 @@ class TextIndexer:
         return {"success": False, "files_processed": self.progress.files_done, "files_removed": 0, "errors": [problem[:MAX_ERROR_CHARS]]}
 
     def _scan(self, on_progress: Callable[[ScanProgress], None] | None) -> RefreshReply:
+        self.openings_seen = self.writer.openings
         self._start_progress()
         stored = self._stored_state()
         walked = self._walk(stored)
@@ -481,9 +489,9 @@ class TextIndexer:
         progress = self.progress
         errors = self.saved_errors + self.unsaved_errors
         if self.write_failure is not None and progress.phase not in ("walking", "indexing"):  # status elsewhere says "error"
-            self.writer.write_lock.record("failed", 0, 0, errors, self.write_failure)
+            self.writer.write_lock.record("failed" + self._label, 0, 0, errors, self.write_failure)
         else:
-            self.writer.write_lock.record(progress.phase, progress.files_done, progress.files_total, errors)
+            self.writer.write_lock.record(progress.phase + self._label, progress.files_done, progress.files_total, errors)
 
     def _remove(self, to_remove: list[str], on_progress: Callable[[ScanProgress], None] | None) -> int:
         for start in range(0, len(to_remove), BATCH_FILES):

@@ -30,24 +30,26 @@ from typing import Any
 
 import database
 from config import CONFIG_ENV_VAR, ENV_VARS, FLAGS, load_config
-from daemon import Daemon
-from database import IndexWriter
+from daemon import Daemons
+from database import IndexWriter, SourceWriter
 from documents import MAX_DOCUMENT_CHARS, document_reply
 from exceptions import ArgumentError, ConfigError, DocSearchError, writable, writable_reply
 from filters import read_filters
 from http_server import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV_VAR, HttpSettings, http_settings, listening_socket, serve_http
 from indexer import TextIndexer
+from listing import list_files
 from models import VERSION, DocumentReply, ScanProgress, ServerConfig, StatusReply
-from search import Freshness
+from search import Freshness, with_collections
 from search import search as run_search
 from snippets import ESCAPED_HIGHLIGHT, HIGHLIGHT
-from status import advised, read_status
+from sources import filter_prefixes, source_of
+from status import read_status, server_status
 from tools import TOOL_ERRORS, build_server
 
 
 logger = logging.getLogger("docsearch")
 
-COMMANDS = ("serve", "index", "search", "get", "status")
+COMMANDS = ("serve", "index", "search", "get", "list", "status")
 #: The name messages start with: the command as it was run (main.py in a clone, or either console script).
 PROG = Path(sys.argv[0]).name if Path(sys.argv[0]).name in ("main.py", "docsearch") else "docsearch-mcp"
 #: Signals that stop the server or an index run, closing the index first (its WAL truncated).
@@ -61,7 +63,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 def parse_args(argv: list[str]) -> argparse.Namespace:
     common = argparse.ArgumentParser(add_help=False)
     described = {
-        "source_directory": ("DIR", "directory to index"),
+        "source_directory": ("[NAME=]DIR", "a folder to index; give it again for more (NAME: results' collection, default the folder's name)"),
         "index_output_directory": ("DIR", "where index files go"),
         "included_extensions": ("EXTS", "comma-separated, e.g. .md,.txt"),
         "excluded_extensions": ("EXTS", "comma-separated, e.g. .log"),
@@ -74,7 +76,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     }
     for key, flag in FLAGS.items():
         metavar, text = described[key]
-        common.add_argument(flag, dest=key, metavar=metavar, help=text)
+        common.add_argument(flag, dest=key, metavar=metavar, help=text, **({"action": "append"} if key == "source_directory" else {}))
     common.add_argument(
         "--config", metavar="FILE", help=f"JSON config file (default: ${CONFIG_ENV_VAR}, else config.json beside main.py in a clone, ~/.config/docsearch/config.json installed)"
     )
@@ -101,6 +103,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     search_parser.add_argument("--ext", metavar="EXTS", help="only files with these extensions, comma-separated, e.g. .md,.rst")
     search_parser.add_argument("--after", metavar="DATE", help="only files modified at or after this ISO 8601 date or datetime")
     search_parser.add_argument("--before", metavar="DATE", help="only files modified before this ISO 8601 date or datetime")
+    search_parser.add_argument("--collection", metavar="NAMES", help="only these sources' files, comma-separated (with several sources)")
+    search_parser.add_argument("--tags", metavar="TAGS", help="only files holding every one of these front matter tags, comma-separated")
     search_parser.add_argument("--all-copies", action="store_true", help="one result per file, also for files of the same text")
     search_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
     get_parser = sub.add_parser("get", parents=[common], help="print a file's text, or one section of it, read from disk now")
@@ -111,8 +115,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     get_parser.add_argument("--max-chars", type=int, metavar="N", help=f"at most N characters (1-{MAX_DOCUMENT_CHARS:,}; default 20,000), cut at a line end")
     get_parser.add_argument("--start-char", type=int, default=0, metavar="N", help="start N characters into the first line (reading on inside a long line)")
+    get_parser.add_argument("--collection", metavar="NAME", help="the file's source (with several sources, when more than one has the path)")
     get_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
     get_parser.add_argument("--outline", action="store_true", help="with --json: the file's headings and their lines too")
+    list_parser = sub.add_parser("list", parents=[common], help="list the indexed files, by path")
+    list_parser.add_argument("--path", metavar="GLOB", help="only files matching this glob or under this folder")
+    list_parser.add_argument("--collection", metavar="NAMES", help="only these sources' files, comma-separated")
+    list_parser.add_argument("--ext", metavar="EXTS", help="only files with these extensions, comma-separated")
+    list_parser.add_argument("--after", metavar="DATE", help="only files modified at or after this ISO 8601 date or datetime")
+    list_parser.add_argument("--before", metavar="DATE", help="only files modified before this ISO 8601 date or datetime")
+    list_parser.add_argument("--tags", metavar="TAGS", help="only files holding every one of these front matter tags, comma-separated")
+    list_parser.add_argument("--limit", type=int, default=100)
+    list_parser.add_argument("--offset", type=int, default=0, help="skip this many files (paging)")
+    list_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
     status_parser = sub.add_parser("status", parents=[common], help="show index status")
     status_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
     argv = command_first(argv, parser)
@@ -203,14 +218,14 @@ def configure_logging(level: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    quiet = args.command in ("search", "get", "status")
+    quiet = args.command in ("search", "get", "list", "status")
     configure_logging(logging.DEBUG if args.verbose else logging.WARNING if quiet else logging.INFO)
     try:
         config = load_config(config_flags(args), Path(args.config) if args.config else None)
     except ConfigError as exc:
         print(printable(f"{PROG}: config error: {exc}"), file=sys.stderr)
         return 2
-    handlers = {"serve": cmd_serve, "index": cmd_index, "search": cmd_search, "get": cmd_get, "status": cmd_status}
+    handlers = {"serve": cmd_serve, "index": cmd_index, "search": cmd_search, "get": cmd_get, "list": cmd_list, "status": cmd_status}
     try:
         return handlers[args.command](config, args)
     except KeyboardInterrupt as exc:
@@ -229,25 +244,32 @@ def cmd_index(config: ServerConfig, args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - any failure to open is reported the same way
         print(printable(f"{PROG}: cannot open the index {config.db_path}: {exc}"), file=sys.stderr)
         return 1
-    indexer = TextIndexer(config, writer)
     for number in STOP_SIGNALS:  # stop where the scan is (a transaction rolls back), then close
         signal.signal(number, _interrupt)
     reporter = ProgressPrinter()
+    replies = []
     try:
-        reply = indexer.scan(reporter)
+        for source in config.sources:
+            each = config.for_source(source)
+            prefix = config.key_prefix(source.name)
+            indexer = TextIndexer(each, SourceWriter(writer, prefix) if prefix else writer)
+            reply = indexer.scan(reporter)
+            replies.append((source, reply, read_status(each, indexer)))
     finally:
         reporter.end()
         writer.close()
-    status = read_status(config, indexer)
-    skipped = ", ".join(f"{reason} {count}" for reason, count in sorted(status["skipped_files"].items())) or "none"
-    print(printable(
-        f"indexed {reply['files_processed']} files, removed {reply['files_removed']}, skipped: {skipped};"
-        f" {status['indexed_files']} files in the index ({status['index_size_mb']:.1f} MB) in"
-        f" {time.monotonic() - reporter.started:.1f}s -> {config.db_path}"
-    ), file=sys.stderr)
-    for error in reply["errors"]:
-        print(f"  error: {printable(error)}", file=sys.stderr)
-    return 0 if reply["success"] else 1
+    for source, reply, status in replies:
+        skipped = ", ".join(f"{reason} {count}" for reason, count in sorted(status["skipped_files"].items())) or "none"
+        named = f"{source.name}: " if config.several else ""
+        print(printable(
+            f"{named}indexed {reply['files_processed']} files, removed {reply['files_removed']}, skipped: {skipped};"
+            f" {status['indexed_files']} files in the index"
+        ), file=sys.stderr)
+        for error in reply["errors"]:
+            print(f"  error: {printable(named + error)}", file=sys.stderr)
+    size = sum(p.stat().st_size for p in (config.db_path, Path(f"{config.db_path}-wal")) if p.exists()) / (1024 * 1024)
+    print(f"{size:.1f} MB in {time.monotonic() - reporter.started:.1f}s -> {printable(str(config.db_path))}", file=sys.stderr)
+    return 0 if all(reply["success"] for _, reply, _ in replies) else 1
 
 
 class Interrupted(KeyboardInterrupt):
@@ -322,10 +344,13 @@ class ProgressPrinter:
 def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
     try:
         extensions = [part for part in args.ext.split(",") if part.strip()] if args.ext is not None else None
-        reply = writable_reply(run_search(
-            config.db_path, args.query, args.limit, filters=read_filters(args.path, extensions, args.after, args.before),
-            offset=args.offset, collapse_duplicates=not args.all_copies, freshness=Freshness(config.source_directory),
-        ))
+        collection = args.collection.split(",") if args.collection else None
+        tags = [tag for tag in args.tags.split(",") if tag.strip()] if args.tags is not None else None
+        under = filter_prefixes(config, collection, args.path)
+        reply = writable_reply(with_collections(run_search(
+            config.db_path, args.query, args.limit, filters=read_filters(args.path, extensions, args.after, args.before, under, tags),
+            offset=args.offset, collapse_duplicates=not args.all_copies, freshness=Freshness.of(config),
+        ), config))
     except DocSearchError as exc:
         print(printable(f"{PROG}: {exc}{other_settings_hint(config)}"), file=sys.stderr)
         return 1
@@ -335,7 +360,8 @@ def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
     bold = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     for hit in reply["results"]:
         stale = "  (changed since indexed)" if hit["stale"] else ""
-        print(printable(f"{hit['path']}:{hit['line_start']}-{hit['line_end']}  [{hit['score']:.4g}]  {hit['title']}{stale}"))
+        where = f"{hit['collection']}:" if "collection" in hit else ""
+        print(printable(f"{where}{hit['path']}:{hit['line_start']}-{hit['line_end']}  [{hit['score']:.4g}]  {hit['title']}{stale}"))
         print(f"    {shown_snippet(hit['snippet'], bold)}")
         if hit["also_in_count"]:
             print(printable(f"    same text in: {', '.join(hit['also_in'])}{' ...' if hit['also_in_count'] > len(hit['also_in']) else ''}"))
@@ -376,7 +402,8 @@ def cmd_get(config: ServerConfig, args: argparse.Namespace) -> int:
     start_line, end_line = args.lines or (None, None)
     given: dict[str, Any] = {} if args.max_chars is None else {"max_chars": args.max_chars}  # else get_document's default
     try:
-        reply = writable_reply(document_reply(config, args.path, args.heading, start_line, end_line, start_char=args.start_char, outline=args.outline, **given))
+        where, within = source_of(config, args.collection, args.path)
+        reply = writable_reply(document_reply(where, within, args.heading, start_line, end_line, start_char=args.start_char, outline=args.outline, **given))
     except TOOL_ERRORS as exc:
         bad = exc if isinstance(exc, ArgumentError) and exc.name != "path" else None  # a wrong path is "no such file"
         shown = str(exc) if bad is None else f"{_GET_FLAGS.get(bad.name, bad.name)}: {bad.problem}"
@@ -419,8 +446,34 @@ def other_settings_hint(config: ServerConfig) -> str:
     )
 
 
+def cmd_list(config: ServerConfig, args: argparse.Namespace) -> int:
+    """list_files' reply: a line per file (path, size, modified, tags), or with --json all of it."""
+    def listed(text: str | None) -> list[str] | None:
+        return [part for part in text.split(",") if part.strip()] if text is not None else None
+
+    try:
+        reply = writable_reply(list_files(
+            config, args.path, listed(args.collection), listed(args.ext), args.after, args.before, listed(args.tags), args.limit, args.offset,
+        ))
+    except DocSearchError as exc:
+        print(printable(f"{PROG}: {exc}"), file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(reply, ensure_ascii=False, indent=2))
+        return 0
+    for file in reply["files"]:
+        where = f"{file['collection']}:" if "collection" in file else ""
+        tags = f"  #{' #'.join(file['tags'])}" if file["tags"] else ""
+        print(printable(f"{where}{file['path']}  {file['size']:,} B  {file['modified']}{tags}"))
+    for warning in reply["warnings"]:
+        print(printable(f"note: {warning}"), file=sys.stderr)
+    more = f"; more with --offset {reply['next_offset']}" if reply["has_more"] else ""
+    print(f"{len(reply['files'])} of {reply['total']:,} files{more}", file=sys.stderr)
+    return 0
+
+
 def cmd_status(config: ServerConfig, args: argparse.Namespace) -> int:
-    status = writable_reply(advised(read_status(config, None)))
+    status = writable_reply(server_status(config, None))
     hint = other_settings_hint(config)
     if hint and status["last_error"]:
         status["last_error"] += hint
@@ -448,21 +501,35 @@ def status_lines(status: StatusReply, unopened: str | None = None) -> list[tuple
         state = f"indexing ({progress['phase']}): {progress['files_done']:,} of {progress['files_total']:,} files"
     if status["writer_pid"] is not None:
         state += f"; written by process {status['writer_pid']}"
-    skipped = ", ".join(f"{reason} {count:,}" for reason, count in sorted(status["skipped_files"].items()))
+    lines = [("index", f"{status['index_path']} ({status['index_size_mb']:.1f} MB)"), ("state", state)]
+    if "sources" not in status:
+        source, *rest = _source_lines(status)
+        lines = [source, *lines, *rest]
+        if status["errors_encountered"]:
+            lines.append(("errors", f"{status['errors_encountered']:,}; last: {status['last_error'] or '-'}"))
+        return lines
+    for part in status["sources"]:
+        lines.append((f"[{part['name']}]", {"idle": "up to date"}.get(part["state"], part["state"])))
+        lines += _source_lines(part)
+    return lines
+
+
+def _source_lines(part: Any) -> list[tuple[str, str]]:
+    """A source's lines of ``status``: its folder, last scan, files, skips, watching, errors, hint."""
+    skipped = ", ".join(f"{reason} {count:,}" for reason, count in sorted(part["skipped_files"].items()))
+    watching = part["watching"]
     lines = [
-        ("source", status["source_directory"]),
-        ("index", f"{status['index_path']} ({status['index_size_mb']:.1f} MB)"),
-        ("state", state),
-        ("last scan", status["last_scan"] or "never"),
-        ("files", f"{status['indexed_files']:,} indexed"
-         + (f", {status['fallback_decoded_files']:,} read as Windows-1252 (not UTF-8)" if status["fallback_decoded_files"] else "")),
+        ("source", part["source_directory"]),
+        ("last scan", part["last_scan"] or "never"),
+        ("files", f"{part['indexed_files']:,} indexed"
+         + (f", {part['fallback_decoded_files']:,} read as Windows-1252 (not UTF-8)" if part["fallback_decoded_files"] else "")),
         ("skipped", skipped or "none"),
         ("watching", f"{watching['folders']:,} folders" if watching["active"] else f"no: {watching['problem']}"),
     ]
-    if status["errors_encountered"]:
-        lines.append(("errors", f"{status['errors_encountered']:,}; last: {status['last_error'] or '-'}"))
-    if "hint" in status:
-        lines.append(("hint", status["hint"]))
+    if "name" in part and part.get("errors_encountered"):
+        lines.append(("errors", f"{part['errors_encountered']:,}; last: {part['last_error'] or '-'}"))
+    if "hint" in part:
+        lines.append(("hint", part["hint"]))
     return lines
 
 
@@ -472,7 +539,7 @@ def cmd_serve(config: ServerConfig, args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(printable(f"{PROG}: {exc}"), file=sys.stderr)
         return 2
-    daemon = Daemon(config)
+    daemon = Daemons(config)
     for number in STOP_SIGNALS:  # first: Ctrl-C must work from the start
         signal.signal(number, _stopper(daemon.close))
     server = build_server(daemon)

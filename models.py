@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -26,12 +26,31 @@ DB_SUFFIX = ".sqlite3"
 #: each section's said key stored. 6: one Markdown parser for files and notebook cells (CommonMark's
 #: empty headings and fences; setext headings in cells). 7: files indexed by name and by title
 #: (search puts the files a query names first); each file's sketch of its words stored (copies.py).
-INDEX_FORMAT = 7
+#: 8: several sources in one index (keys after their names); front matter tags kept per file.
+#: 9: each section's outline stored (models.Section): hits name the heading span that answers in
+#: every format, in any row.
+INDEX_FORMAT = 9
+
+
+class Source(NamedTuple):
+    """A folder served, and the name results give it (``collection``)."""
+
+    name: str
+    directory: Path
+
+
+#: What a source's name may be: it is typed by agents and people, and it never needs quoting.
+SOURCE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 @dataclass(frozen=True)
 class ServerConfig:
-    """Validated settings for one source directory (see config.py for where each comes from)."""
+    """Validated settings (see config.py for where each comes from).
+
+    ``sources``: every folder served, in the order given; one index holds them all, so one ranking
+    covers them (docs/design.md). ``source_directory``: the folder this config is about: the only
+    one, or, in a config made by ``for_source``, that source's.
+    """
 
     source_directory: Path
     index_output_directory: Path
@@ -47,6 +66,43 @@ class ServerConfig:
     exclude_patterns: tuple[str, ...] = ()
     #: Index the outputs of notebook cells too, not only their sources.
     index_notebook_outputs: bool = False
+    sources: tuple[Source, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.sources:
+            object.__setattr__(self, "sources", (Source(default_source_name(self.source_directory), self.source_directory),))
+
+    @property
+    def several(self) -> bool:
+        """More than one source: results then name theirs (``collection``)."""
+        return len(self.sources) > 1
+
+    @property
+    def source(self) -> Source:
+        """The source this config is about (see source_directory)."""
+        return next((s for s in self.sources if s.directory == self.source_directory), self.sources[0])
+
+    def for_source(self, source: Source) -> ServerConfig:
+        """This config, about ``source``: what its indexer and watcher use."""
+        return replace(self, source_directory=source.directory)
+
+    def key(self, collection: str, path: str) -> str:
+        """The index's key of a file: its path, after its source's name when there are several."""
+        return f"{collection}/{path}" if self.several else path
+
+    def key_prefix(self, collection: str) -> str:
+        """What every key of a source's files starts with."""
+        return f"{collection}/" if self.several else ""
+
+    def split_key(self, key: str) -> tuple[str, str]:
+        """(collection, path) of an index key."""
+        if not self.several:
+            return self.sources[0].name, key
+        collection, _, path = key.partition("/")
+        return collection, path
+
+    def source_named(self, name: str) -> Source | None:
+        return next((s for s in self.sources if s.name == name), None)
 
     @property
     def max_file_size_bytes(self) -> int:
@@ -73,28 +129,41 @@ class ServerConfig:
 
     @property
     def db_path(self) -> Path:
-        """The index file: ``<folder name>-<hash of the source path>-<hash of index_settings>``.
+        """The index file: ``<folder name>-<hash of the source path>-<hash of index_settings>``;
+        with several sources, their names and a hash of every (name, folder).
 
         Sources sharing an index directory never collide, and two servers on one source with
         different settings (or index formats) each keep their own index instead of rewriting
-        each other's.
+        each other's. Servers with the same sources share one (one writer at a time).
         """
-        source = str(self.source_directory)
-        digest = hashlib.sha256(source.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        if self.several:
+            identity = json.dumps(sorted((s.name, str(s.directory)) for s in self.sources), ensure_ascii=True)
+            stem = "+".join(sorted(s.name for s in self.sources))
+        else:
+            identity, stem = str(self.sources[0].directory), self.sources[0].directory.name
+        digest = hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:16]
         settings = json.dumps(self.index_settings, sort_keys=True, ensure_ascii=True)
         settings_digest = hashlib.sha256(settings.encode("ascii")).hexdigest()[:8]
-        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.source_directory.name)[:40] or "root"
+        stem = re.sub(r"[^A-Za-z0-9_.+-]+", "_", stem)[:40] or "root"
         return self.index_output_directory / f"{stem}-{digest}-{settings_digest}{DB_SUFFIX}"
+
+
+def default_source_name(directory: Path) -> str:
+    """A source's name when none is given: its folder's, in the characters SOURCE_NAME allows."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", directory.name).strip("-.")[:64]
+    return name if SOURCE_NAME.fullmatch(name or "") else "source"
 
 
 @dataclass(frozen=True)
 class Section:
-    """One FTS row: a bounded run of a file's lines, with the heading path it sits under."""
+    """One FTS row: a bounded run of a file's lines, with the heading path it sits under, and its
+    outline: (line, level, name) of the headings open where it starts, then of those in it."""
 
     start_line: int
     end_line: int
     heading: str
     body: str
+    outline: tuple[tuple[int, int, str], ...] = ()
 
 
 class StoredFile(NamedTuple):
@@ -150,6 +219,8 @@ class LoadedFile:
     #: The sketch of the file's words (copies.sketch): a search folds the files whose sketches say
     #: they are near-copies (versions of a page) into one result.
     sketch: bytes
+    #: Its front matter's tags (markup.front_matter_tags).
+    tags: tuple[str, ...] = ()
 
 
 @dataclass
@@ -180,6 +251,9 @@ class SearchHit(TypedDict):
     """A search result. search.search fills every field; the MCP tool leaves out those that say
     nothing (main.lean_hit, docs/tools.md): hence NotRequired."""
 
+    #: The name of the source (folder) the file is in; only when the server serves several. ``path``
+    #: is relative to it; get_document and refresh_index take both.
+    collection: NotRequired[str]
     path: str
     title: NotRequired[str]
     heading: NotRequired[str]
@@ -193,9 +267,16 @@ class SearchHit(TypedDict):
     stale: NotRequired[bool]
     #: Other files that say the same: their best section is the same text (sections.said_key), or
     #: their whole text nearly is (copies.NEAR_COPY: versions of a page). Best first, at most 5;
-    #: also_in_count counts them all among the files ranked.
+    #: also_in_count counts them all among the files ranked. In the MCP reply, when all of them
+    #: differ from ``path`` in one and the same folder or file name (versions: 7.4/ and 5.1/), found
+    #: in ``path`` only there, and that is shorter: each entry is its name there, and
+    #: ``also_in_replaces`` is ``path``'s; an entry's path is ``path`` with also_in_replaces
+    #: replaced by the entry (tools.named_copies). Without also_in_replaces, the entries are paths.
     also_in: NotRequired[list[str]]
+    also_in_replaces: NotRequired[str]
     also_in_count: NotRequired[int]
+    #: The file's tags (its front matter's tags and keywords); only when it has some.
+    tags: NotRequired[list[str]]
 
 
 class QueryReading(TypedDict):
@@ -237,6 +318,27 @@ class SearchReply(TypedDict):
     suggestions: NotRequired[list[str]]
 
 
+class ListedFile(TypedDict):
+    """A file list_files names."""
+
+    collection: NotRequired[str]
+    path: str
+    title: NotRequired[str]
+    size: int
+    modified: str
+    tags: NotRequired[list[str]]
+
+
+class FileList(TypedDict):
+    """list_files: the files that match, by path; ``total`` of them in all."""
+
+    files: list[ListedFile]
+    total: int
+    has_more: bool
+    next_offset: NotRequired[int | None]
+    warnings: NotRequired[list[str]]
+
+
 class OutlineEntry(TypedDict):
     """A heading, named by its path as search results name sections, and the lines it spans."""
 
@@ -250,6 +352,8 @@ class DocumentReply(TypedDict):
     """documents.document_reply fills every field but the outline's; the MCP tool leaves out
     those that say nothing (main.lean_document)."""
 
+    #: The file's source, with several (see SearchHit).
+    collection: NotRequired[str]
     path: str
     title: NotRequired[str]
     text: str
@@ -288,11 +392,29 @@ class WatchingReply(TypedDict):
     problem: NotRequired[str | None]
 
 
+class SourceStatus(TypedDict):
+    """One source's status, in a server's of several (status.server_status)."""
+
+    name: str
+    source_directory: str
+    state: str
+    progress: NotRequired[ScanProgressReply]
+    indexed_files: int
+    last_scan: NotRequired[str | None]
+    errors_encountered: NotRequired[int]
+    last_error: NotRequired[str | None]
+    skipped_files: NotRequired[dict[str, int]]
+    fallback_decoded_files: NotRequired[int]
+    watching: WatchingReply
+    hint: NotRequired[str]
+
+
 class StatusReply(TypedDict):
     """status.read_status fills every field but the hint; the MCP tool leaves out those that say
-    nothing (main.lean_status)."""
+    nothing (main.lean_status). With several sources (status.server_status): the totals, and each
+    source's own in ``sources`` (then no ``source_directory`` here)."""
 
-    source_directory: str
+    source_directory: NotRequired[str]
     index_path: str
     state: str
     progress: NotRequired[ScanProgressReply]
@@ -308,6 +430,7 @@ class StatusReply(TypedDict):
     watching: WatchingReply
     #: What the user can do about something above (PDFs skipped for want of pdftotext); only then.
     hint: NotRequired[str]
+    sources: NotRequired[list[SourceStatus]]
 
 
 class RefreshReply(TypedDict):

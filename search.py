@@ -18,11 +18,11 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import copies
 import database
@@ -30,7 +30,7 @@ from config import USABLE_CPUS
 from exceptions import ArgumentError, Cancelled, IndexUnavailableError, QueryError
 from file_utils import disk_signature, has_surrogates
 from filters import NO_FILTERS, Filters, search_scope
-from models import QueryReading, SearchHit, SearchReply
+from models import QueryReading, SearchHit, SearchReply, ServerConfig
 from query import (
     MAX_QUERY_CHARS,
     MAX_QUERY_TERMS,
@@ -139,6 +139,21 @@ class Freshness:
 
     source: Path
     refresh: Callable[[list[str]], bool] | None = None
+    #: With several sources: each one's key prefix -> folder (see ServerConfig.key_prefix).
+    roots: Mapping[str, Path] | None = None
+
+    @classmethod
+    def of(cls, config: ServerConfig, refresh: Callable[[list[str]], bool] | None = None) -> Freshness:
+        roots = {config.key_prefix(s.name): s.directory for s in config.sources} if config.several else None
+        return cls(config.source_directory, refresh, roots)
+
+    def place(self, key: str) -> tuple[Path, str]:
+        """The folder an index key's file is in, and its path there."""
+        if self.roots:
+            prefix = key.partition("/")[0] + "/"
+            if prefix in self.roots:
+                return self.roots[prefix], key[len(prefix):]
+        return self.source, key
 
 
 @dataclass(frozen=True)
@@ -293,10 +308,10 @@ def _outdated(freshness: Freshness | None, sections: dict[int, dict]) -> tuple[s
     if freshness is None:
         return gone, changed
     for rowid, section in sections.items():
-        now = disk_signature(freshness.source, str(section["path"]))
+        now = disk_signature(*freshness.place(str(section["path"])))
         if now is None:
             gone.add(rowid)
-        elif now != section["signature"]:
+        elif now[1:] != section["signature"][1:]:  # its path is the key, and the disk's is in its source
             changed.add(rowid)
     return gone, changed
 
@@ -525,6 +540,7 @@ def _within_reply_budget(results: list[SearchHit]) -> int:
     used = 0
     for count, hit in enumerate(results):
         used += sum(len(hit[key]) for key in ("path", "title", "heading", "snippet")) + 200  # 200: keys, numbers, date
+        used += sum(len(tag) + 3 for tag in hit.get("tags", ()))
         if used > MAX_REPLY_CHARS and count:
             return count
     return len(results)
@@ -724,6 +740,25 @@ def feedback_words(conn: sqlite3.Connection, top: list[tuple[int, float]], parse
     return [word for offer, word in best if offer > 0][:FEEDBACK_WORDS]
 
 
+def with_collections(reply: SearchReply, config: ServerConfig) -> SearchReply:
+    """``reply`` as a server of several sources sends it: each hit's ``collection`` (its source's
+    name) and its path in that source; in ``also_in``, a file of another source is written
+    ``collection:path``. With one source, ``reply`` as it is."""
+    if not config.several:
+        return reply
+    reply["results"] = [_with_collection(hit, config) for hit in reply["results"]]
+    return reply
+
+
+def _with_collection(hit: SearchHit, config: ServerConfig) -> SearchHit:
+    collection, path = config.split_key(hit["path"])
+    named = cast(SearchHit, {"collection": collection, **hit, "path": path})
+    if "also_in" in hit:
+        also = [config.split_key(key) for key in hit["also_in"]]
+        named["also_in"] = [other if where == collection else f"{where}:{other}" for where, other in also]
+    return named
+
+
 def _words(text: str) -> list[str]:
     """Words by Python's notion of a letter: a quick first pass over section text (feedback_words)."""
     return [w for w in _WORD.findall(text) if len(w) <= MAX_TERM_CHARS]
@@ -733,5 +768,5 @@ def _result(group: list[tuple[int, float]], sections: dict[int, dict], snippets:
     """The hit for a group of files holding one text (see _first_groups): its first file's."""
     (rowid, score), others = group[0], [str(sections[other]["path"]) for other, _ in group[1:]]
     hit = section_hit(sections[rowid], snippets.get(rowid, ""), score)
-    hit.update(stale=rowid in changed, also_in=others[:MAX_ALSO_IN], also_in_count=len(others))
+    hit.update(stale=rowid in changed, also_in=others[:MAX_ALSO_IN], also_in_count=len(others), tags=sections[rowid]["tags"])
     return hit

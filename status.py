@@ -7,14 +7,19 @@ doing now; a process that scans adds its own progress and problems, and its watc
 from __future__ import annotations
 
 import json
+from collections import Counter
 import os
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import database
 from exceptions import IndexUnavailableError
 from indexer import TextIndexer, write_problem
-from models import ServerConfig, StatusReply, WatchingReply, WatchState
+from models import ServerConfig, Source, SourceStatus, StatusReply, WatchingReply, WatchState
+
+if TYPE_CHECKING:
+    from daemon import Daemons
 
 
 def read_status(
@@ -24,29 +29,30 @@ def read_status(
     process's own scan progress when it is the one scanning, and its own problems (an index it
     cannot open); ``watching``: this process's watcher, else what a server recorded."""
     db_path = config.db_path
+    prefix = config.key_prefix(config.source.name)
     counts: dict = {"indexed_files": 0, "total_documents": 0, "fallback_decoded_files": 0, "meta": {}}
     problem = startup_error
     try:
-        counts = database.index_counts(database.reader(db_path))
+        counts = database.index_counts(database.reader(db_path), prefix)
     except (IndexUnavailableError, sqlite3.Error) as exc:
         database.drop_reader(db_path)
         problem = problem or str(exc)
         if indexer is not None:
             indexer.damage_suspected = True
-    meta = counts["meta"]
+    meta = database.source_meta(counts["meta"], prefix)
     lock = indexer.writer.write_lock if indexer else database.WriterLock(database.lock_path(db_path))
     writer = lock.holder()
     own = indexer.progress if indexer else None
     failed = lock.last_record() if indexer is None and writer is None else None
-    if failed is not None and failed.phase != "failed":
+    if failed is not None and _phase_of(failed.phase, config) != "failed":
         failed = None
     detail = indexer.write_failure if indexer else failed.problem if failed else None
     failure = write_problem(db_path, detail) if detail is not None else None
     skipped = json.loads(meta.get("skipped_counts") or "{}")
     if own is not None and own.state == "indexing":
         state, phase, done, total, skipped = "indexing", own.phase, own.files_done, own.files_total, own.skipped
-    elif writer is not None and writer.phase in ("walking", "indexing"):  # another process is scanning now
-        state, phase, done, total = "indexing", writer.phase, writer.files_done, writer.files_total
+    elif writer is not None and _phase_of(writer.phase, config) in ("walking", "indexing"):  # another process scans it now
+        state, phase, done, total = "indexing", _phase_of(writer.phase, config), writer.files_done, writer.files_total
     elif (indexer is None and startup_error) or failure:
         state, phase, done, total = "error", "", 0, 0
     elif own.finished_at if own is not None else meta.get("last_scan"):  # a daemon waits for its own first scan
@@ -62,6 +68,8 @@ def read_status(
         last_error = indexer.last_error if indexer else None
     else:
         last_error = meta.get("last_error") or None
+    if state == "idle" and last_error and meta.get("last_error_of") == "scan":
+        state = "error"  # the last scan could not list the source (gone, unreadable): it is not up to date
     saved = max(int(meta.get("errors_encountered") or 0), indexer.saved_errors if indexer else failed.errors if failed else 0)
     size = sum(p.stat().st_size for p in (db_path, Path(f"{db_path}-wal")) if p.exists())
     return {
@@ -80,6 +88,58 @@ def read_status(
         "writer_pid": writer.pid if writer is not None else None,
         "watching": _watching_reply(watching, meta.get("watching")),
     }
+
+
+def _phase_of(recorded: str, config: ServerConfig) -> str | None:
+    """The phase of a lock file's record (TextIndexer._record_progress) if it is about this
+    config's source (with several, the record names the one scanning); else None."""
+    phase, _, source = recorded.partition("@")
+    return phase if source in ("", config.source.name) or not config.several else None
+
+
+def server_status(config: ServerConfig, daemons: Daemons | None) -> StatusReply:
+    """Status of the server's index: read_status (advised) with one source; with several, the
+    totals and, in ``sources``, each source's own (its name, folder, files, state, errors, watching)."""
+    loops = daemons.loops if daemons is not None else {}
+
+    def of(source: Source) -> StatusReply:
+        loop = loops.get(source.name)
+        own = (loop.indexer, loop.startup_error, loop.watch_state) if loop is not None else (None, None, None)
+        return advised(read_status(config.for_source(source), *own))
+
+    if not config.several:
+        return of(config.sources[0])
+    parts = [of(source) for source in config.sources]
+    states = {part["state"] for part in parts}
+    state = next((s for s in ("error", "indexing", "starting") if s in states), "idle")
+    first = parts[0]
+    watching: WatchingReply = {
+        "active": all(part["watching"]["active"] for part in parts),
+        "folders": sum(part["watching"]["folders"] for part in parts),
+        "problem": next((f"{source.name}: {part['watching']['problem']}" for source, part in zip(config.sources, parts)
+                         if part["watching"].get("problem")), None),
+    }
+    scanning = next((part["progress"] for part in parts if part["state"] == "indexing"), first["progress"])
+    reply: StatusReply = {
+        "index_path": first["index_path"], "state": state, "progress": scanning,
+        "indexed_files": sum(part["indexed_files"] for part in parts),
+        "total_documents": sum(part["total_documents"] for part in parts),
+        "index_size_mb": first["index_size_mb"],
+        "errors_encountered": sum(part["errors_encountered"] for part in parts),
+        "last_scan": max((part["last_scan"] for part in parts if part["last_scan"]), default=None),
+        "skipped_files": dict(sum((Counter(part["skipped_files"]) for part in parts), Counter())),
+        "fallback_decoded_files": sum(part["fallback_decoded_files"] for part in parts),
+        "last_error": next((f"{source.name}: {part['last_error']}" for source, part in zip(config.sources, parts) if part["last_error"]), None),
+        "writer_pid": first["writer_pid"], "watching": watching,
+        "sources": [_source_part(source, part) for source, part in zip(config.sources, parts)],
+    }
+    return reply
+
+
+def _source_part(source: Source, part: StatusReply) -> SourceStatus:
+    """One source's status, inside a server's (without what the whole index shares)."""
+    shared = ("index_path", "index_size_mb", "writer_pid", "total_documents")
+    return cast(SourceStatus, {"name": source.name, **{key: value for key, value in part.items() if key not in shared}})
 
 
 def _watching_reply(own: WatchState | None, recorded: str | None) -> WatchingReply:

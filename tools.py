@@ -11,16 +11,19 @@ from pathlib import PurePosixPath
 from typing import Annotated, Any, TypeVar, cast
 
 import database
-from daemon import Daemon
+from daemon import Daemons
 from documents import MAX_DOCUMENT_CHARS, document_reply
 from exceptions import DocSearchError, IndexUnavailableError, writable, writable_reply
 from file_utils import MAX_USER_PATH_CHARS
-from filters import MAX_EXTENSIONS, MAX_PATH_PATTERN_CHARS, read_filters
-from models import VERSION, DocumentReply, QueryReading, ScanProgress, SearchHit, SearchReply, ServerConfig, StatusReply
+from filters import MAX_EXTENSIONS, MAX_PATH_PATTERN_CHARS, MAX_TAGS, read_filters
+from listing import MAX_LIST_LIMIT, MAX_LIST_OFFSET
+from listing import list_files as run_listing
+from models import VERSION, DocumentReply, FileList, RefreshReply, QueryReading, ScanProgress, SearchHit, SearchReply, ServerConfig, StatusReply
 from query import STOPWORDS
-from search import MAX_LIMIT, MAX_OFFSET, Freshness
+from search import MAX_LIMIT, MAX_OFFSET, Freshness, with_collections
 from search import search as run_search
-from status import advised, read_status
+from sources import filter_prefixes, named_sources, source_of
+from status import server_status
 
 
 logger = logging.getLogger("docsearch")
@@ -34,6 +37,11 @@ TOOL_ERRORS = (DocSearchError, OSError, sqlite3.Error)
 SERVER_INSTRUCTIONS = """`search` takes keywords or a question and returns the best section of each
 file (path, lines, heading, snippet); read one with `get_document(path, heading=...)` (`outline=true`
 lists a file's headings)."""
+#: A refresh_index of several sources names at most this many errors.
+MAX_REFRESH_ERRORS = 20
+#: The instructions' last line with several sources.
+SEVERAL_SOURCES = """Hits carry `collection` and a `path` in it; pass both to `get_document`. `collection=` narrows
+`search` and `list_files` to one or more."""
 #: Format names for the instructions' count of files, by extension; others are named by theirs.
 FORMAT_NAMES = {".md": "Markdown", ".markdown": "Markdown", ".rst": "reStructuredText", ".txt": "text",
                 ".pdf": "PDF", ".ipynb": "notebook", ".html": "HTML", ".htm": "HTML"}
@@ -69,24 +77,35 @@ def schema_bounds(low: int, high: int | None = None, of: str = "number") -> Any:
 
 
 def server_instructions(config: ServerConfig) -> str:
-    """The MCP instructions: the folder served and what it holds, counted from the index if there
-    is one (its file paths read, without the writer's lock or a scan), else that it is being indexed."""
-    formats: Counter[str] = Counter()
+    """The MCP instructions: the folders served and what each holds, counted from the index if
+    there is one (its file paths read, without the writer's lock or a scan), else that it is being
+    indexed."""
+    formats: dict[str, Counter[str]] = {source.name: Counter() for source in config.sources}
     if config.db_path.exists():
         try:
-            paths = database.file_paths(database.reader(config.db_path))
-            formats.update(FORMAT_NAMES.get(PurePosixPath(path).suffix.lower(), PurePosixPath(path).suffix.lower() or "other") for path in paths)
+            for key in database.file_paths(database.reader(config.db_path)):
+                name, path = config.split_key(key)
+                suffix = PurePosixPath(path).suffix.lower()
+                formats.setdefault(name, Counter())[FORMAT_NAMES.get(suffix, suffix or "other")] += 1
         except (IndexUnavailableError, sqlite3.Error):
-            formats.clear()  # an index that cannot be read is made anew: as if there were none
+            formats = {source.name: Counter() for source in config.sources}  # an unreadable index is made anew
         finally:
             database.drop_reader(config.db_path)  # this thread does not search
+    if not config.several:
+        held = _holding(formats[config.sources[0].name])
+        return writable(f"Searches the local folder {config.source_directory}: {held}.\n{SERVER_INSTRUCTIONS}")
+    listed = "\n".join(f"- {source.name}: {source.directory} ({_holding(formats[source.name])})" for source in config.sources)
+    return writable(f"Searches {len(config.sources)} local folders, each a collection:\n{listed}\n{SERVER_INSTRUCTIONS}\n{SEVERAL_SOURCES}")
+
+
+def _holding(formats: Counter[str]) -> str:
+    """What a source holds, as the instructions say it: its files by format, the most common first."""
     named = formats.most_common(MAX_NAMED_FORMATS)
     held = [f"{count:,} {name} file{'s' if count > 1 else ''}" for name, count in named]
     others = sum(formats.values()) - sum(count for _, count in named)
     if others:
         held.append(f"{others:,} other files")
-    holding = ", ".join(held) if held else "its files are being indexed now (searches find more as it goes)"
-    return writable(f"Searches the local folder {config.source_directory}: {holding}.\n{SERVER_INSTRUCTIONS}")
+    return ", ".join(held) if held else "its files are being indexed now (searches find more as it goes)"
 
 
 def tool_result(reply: Mapping[str, Any]) -> Any:
@@ -133,8 +152,9 @@ def lean_search(reply: SearchReply, query: str, explain: bool = False, dated: bo
 def lean_hit(hit: SearchHit, dated: bool) -> SearchHit:
     """A search hit without what says nothing: a title that repeats the heading's first part or
     the file's name, ``stale`` when false, ``also_in`` when empty, an ``also_in_count`` that is
-    its length; ``last_modified`` only if ``dated``. The score keeps 3 significant digits."""
-    lean = _said(hit, ("heading", "stale", "also_in"))
+    its length; ``last_modified`` only if ``dated``; versioned copies in ``also_in`` named by the
+    folder that differs (named_copies). The score keeps 3 significant digits."""
+    lean = _said(hit, ("heading", "stale", "also_in", "tags"))
     lean["score"] = float(f"{hit['score']:.3g}")
     if hit["also_in_count"] == len(hit["also_in"]):
         del lean["also_in_count"]
@@ -142,7 +162,34 @@ def lean_hit(hit: SearchHit, dated: bool) -> SearchHit:
         del lean["title"]
     if not dated:
         del lean["last_modified"]
+    if lean.get("also_in"):
+        del lean["also_in"]
+        lean.update(named_copies(hit["path"], hit["also_in"]))
     return cast(SearchHit, lean)
+
+
+def named_copies(path: str, also_in: list[str]) -> dict[str, Any]:
+    """A hit's ``also_in`` as a reply names it. When every entry is ``path`` with one and the same
+    folder or file name changed (the version folder of versioned copies), that name is found in
+    ``path`` only there, and it is shorter: in ``also_in`` what each entry has instead, and that
+    name as ``also_in_replaces`` (an entry's path is ``path`` with also_in_replaces replaced by
+    the entry); else ``also_in`` as it is."""
+    named: dict[str, Any] = {"also_in": also_in}
+    parts = path.split("/")
+    changed: set[int] = set()
+    for other in also_in:
+        theirs = other.split("/")
+        differ = [n for n, (mine, its) in enumerate(zip(parts, theirs)) if mine != its] if len(theirs) == len(parts) else []
+        if len(differ) != 1:
+            return named
+        changed.add(differ[0])
+    if len(changed) != 1:
+        return named
+    (at,) = changed
+    if path.count(parts[at]) != 1:  # a plain replace of it in path must change that name only
+        return named
+    short = {"also_in": [other.split("/")[at] for other in also_in], "also_in_replaces": parts[at]}
+    return short if len(json.dumps(short, ensure_ascii=False)) < len(json.dumps(named, ensure_ascii=False)) else named
 
 
 def lean_document(reply: DocumentReply) -> DocumentReply:
@@ -154,14 +201,26 @@ def lean_document(reply: DocumentReply) -> DocumentReply:
     return cast(DocumentReply, lean)
 
 
-def lean_status(status: StatusReply) -> StatusReply:
-    """A get_index_status reply without what says nothing: counts that are 0, values never set,
-    and ``progress`` when no scan is running."""
+def lean_status(status: Mapping[str, Any]) -> StatusReply:
+    """A get_index_status reply (or a source's part of it) without what says nothing: counts that
+    are 0, values never set, and ``progress`` when no scan is running."""
     lean = _said(status, ("last_scan", "errors_encountered", "last_error", "skipped_files", "fallback_decoded_files", "writer_pid"))
     if status["state"] != "indexing":
-        del lean["progress"]
+        lean.pop("progress", None)
     lean["watching"] = _said(status["watching"], ("problem",))
+    if "sources" in status:
+        lean["sources"] = [lean_status(part) for part in status["sources"]]
     return cast(StatusReply, lean)
+
+
+def merged_refresh(replies: Mapping[str, RefreshReply]) -> RefreshReply:
+    """One refresh_index reply for the scans of several sources (by name): each error after its source's name."""
+    return {
+        "success": all(reply["success"] for reply in replies.values()),
+        "files_processed": sum(reply["files_processed"] for reply in replies.values()),
+        "files_removed": sum(reply["files_removed"] for reply in replies.values()),
+        "errors": [f"{name}: {error}" for name, reply in replies.items() for error in reply.get("errors", [])][:MAX_REFRESH_ERRORS],
+    }
 
 
 def described(text: str) -> Any:
@@ -171,15 +230,13 @@ def described(text: str) -> Any:
     return Field(description=text)
 
 
-def build_server(daemon: Daemon) -> Any:
+def build_server(daemon: Daemons) -> Any:
     """The MCP server object with its tools (imports the SDK)."""
     import anyio
     from mcp.server import MCPServer
     from mcp.server.mcpserver import Context
     from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import CallToolResult, ToolAnnotations
-
-    from models import RefreshReply
 
     server = MCPServer("docsearch", version=VERSION, instructions=server_instructions(daemon.config))
     config = daemon.config
@@ -201,23 +258,29 @@ def build_server(daemon: Daemon) -> Any:
             "false: a result for each file, also for copies and versions of one text (else named in also_in).")] = True,
         explain: Annotated[bool, described(
             "true: always add query_read, how the query was read (else only when it was read other than typed).")] = False,
+        collection: Annotated[str | list[str] | None, described(
+            "Only the files of this source (or these), named as hits' collection; the path glob is relative to each.")] = None,
+        tags: Annotated[list[str] | None, schema_bounds(0, MAX_TAGS, "list"), described(
+            "Only files whose front matter holds every one of these tags (any case).")] = None,
     ) -> Annotated[CallToolResult, SearchReply]:
         """Find the sections that answer a query: the best-matching section of each file, best
         first, with path, heading, lines and a snippet (matches in **bold**; a ** of the file
-        shows as \\*\\*). Changed files are indexed again first, or marked `stale`."""
+        shows as \\*\\*). Changed files are indexed again first, or marked `stale`. Files that
+        say the same are in `also_in`; with `also_in_replaces`, each is `path` with that replaced by it."""
 
         def work(cancelled: threading.Event) -> SearchReply:
-            return run_search(
-                config.db_path, query, limit, indexing=not daemon.first_scan_done.is_set(), cancelled=cancelled.is_set,
-                filters=read_filters(path, extensions, modified_after, modified_before), offset=offset,
-                collapse_duplicates=collapse_duplicates, freshness=Freshness(config.source_directory, daemon.refresh_found),
-            )
+            under = filter_prefixes(config, collection, path)
+            return with_collections(run_search(
+                config.db_path, query, limit, indexing=not daemon.first_scans_done(), cancelled=cancelled.is_set,
+                filters=read_filters(path, extensions, modified_after, modified_before, under, tags), offset=offset,
+                collapse_duplicates=collapse_duplicates, freshness=Freshness.of(config, daemon.refresh_found),
+            ), config)
 
         try:
             reply = await run_cancellable(work)
         except TOOL_ERRORS as exc:
-            if isinstance(exc, IndexUnavailableError) and daemon.indexer is not None:
-                daemon.indexer.damage_suspected = True
+            if isinstance(exc, IndexUnavailableError):
+                daemon.suspect_damage()
             raise ToolError(writable(str(exc))) from exc
         dated = modified_after is not None or modified_before is not None
         return tool_result(writable_reply(lean_search(reply, query, explain, dated)))
@@ -237,28 +300,60 @@ def build_server(daemon: Daemon) -> Any:
         start_char: Annotated[int, schema_bounds(0), described(
             "Characters of the first line already read: next_start_char, set when a long line was cut.")] = 0,
         outline: Annotated[bool, described("true: add every heading of the file with its lines.")] = False,
+        collection: Annotated[str | None, described(
+            "The file's source, as a hit names it; needed only when several sources have a file at this path.")] = None,
     ) -> Annotated[CallToolResult, DocumentReply]:
         """Read an indexed file, or one section or line range of it, from disk now. When
         `truncated`, ask again with `start_line=next_start_line` (and `start_char=next_start_char`)."""
 
         def work(cancelled: threading.Event) -> DocumentReply:
-            return document_reply(config, path, heading, start_line, end_line, max_chars, daemon.refresh_found, start_char, outline)
+            where, within = source_of(config, collection, path)
+            return document_reply(where, within, heading, start_line, end_line, max_chars, daemon.refresh_found, start_char, outline)
 
         try:
             return tool_result(writable_reply(lean_document(await run_cancellable(work))))
         except TOOL_ERRORS as exc:
             raise ToolError(writable(str(exc))) from exc
 
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
+    async def list_files(
+        path: Annotated[str | None, schema_bounds(0, MAX_PATH_PATTERN_CHARS, "text"), described(
+            "Only files matching this glob (guides/**/*.md) or under this folder (guides/), as in search.")] = None,
+        collection: Annotated[str | list[str] | None, described("Only the files of this source (or these).")] = None,
+        extensions: Annotated[list[str] | None, schema_bounds(0, MAX_EXTENSIONS, "list"), described('Only these extensions, e.g. [".md"].')] = None,
+        modified_after: Annotated[str | None, described("Only files modified at or after this ISO 8601 date or datetime.")] = None,
+        modified_before: Annotated[str | None, described("Only files modified before this ISO 8601 date or datetime.")] = None,
+        tags: Annotated[list[str] | None, schema_bounds(0, MAX_TAGS, "list"), described(
+            "Only files whose front matter holds every one of these tags (any case).")] = None,
+        limit: Annotated[int, schema_bounds(1, MAX_LIST_LIMIT), described("At most this many files.")] = 100,
+        offset: Annotated[int, schema_bounds(0, MAX_LIST_OFFSET), described("Skip this many: the previous page's next_offset.")] = 0,
+    ) -> Annotated[CallToolResult, FileList]:
+        """Browse the indexed files, sorted by path: each with its title, size, modified time and
+        tags; `total` of them match."""
+
+        def work(cancelled: threading.Event) -> FileList:
+            return run_listing(config, path, collection, extensions, modified_after, modified_before, tags, limit, offset)
+
+        try:
+            reply = await run_cancellable(work)
+        except TOOL_ERRORS as exc:
+            raise ToolError(writable(str(exc))) from exc
+        lean = _said(reply, ("next_offset", "warnings"))
+        lean["files"] = [_said(listed, ("title", "tags")) for listed in reply["files"]]
+        return tool_result(writable_reply(lean))
+
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     def get_index_status() -> Annotated[CallToolResult, StatusReply]:
         """Whether the index is up to date or a scan is running (and how far it got), files
         indexed and skipped, and problems met."""
-        return tool_result(writable_reply(lean_status(advised(read_status(config, daemon.indexer, daemon.startup_error, daemon.watch_state)))))
+        return tool_result(writable_reply(lean_status(server_status(config, daemon))))
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False))
     async def refresh_index(
         ctx: Context, filepath: Annotated[str | None, schema_bounds(1, MAX_USER_PATH_CHARS, "text"), described(
-            "One file to read again (relative to the source, or absolute inside it), or to drop if deleted; none: rescan everything.")] = None
+            "One file to read again (relative to the source, or absolute inside it), or to drop if deleted; none: rescan everything.")] = None,
+        collection: Annotated[str | None, described(
+            "The source of filepath, as a hit names it (needed only when several have a file there); without filepath: rescan only it.")] = None,
     ) -> Annotated[CallToolResult, RefreshReply]:
         """Make the index current now (a full rescan waits for one already running)."""
 
@@ -269,10 +364,14 @@ def build_server(daemon: Daemon) -> Any:
                 logger.debug("progress not sent", exc_info=True)
 
         def work(cancelled: threading.Event) -> RefreshReply:
-            indexer = daemon.wait_for_indexer(cancelled)
             if filepath is not None:
-                return indexer.refresh_file(filepath, cancelled.is_set)
-            return indexer.scan(report, cancelled.is_set)
+                where, within = source_of(config, collection, filepath)
+                return daemon.loop_of(where.source).wait_for_indexer(cancelled).refresh_file(within, cancelled.is_set)
+            replies = {
+                source.name: daemon.loop_of(source).wait_for_indexer(cancelled).scan(report, cancelled.is_set)
+                for source in named_sources(config, collection)
+            }
+            return merged_refresh(replies) if config.several else replies[config.sources[0].name]
 
         try:
             reply = await run_cancellable(work)

@@ -261,7 +261,7 @@ def test_a_mistyped_command_names_the_one_meant(source: Path, tmp_path: Path) ->
     assert run("stauts").stderr == "main.py: unknown command 'stauts'; did you mean 'status'?\n"
     other = run("frobnicate")
     assert other.returncode == 2
-    assert other.stderr == "main.py: unknown command 'frobnicate'; the commands are serve, index, search, get, status (main.py --help)\n"
+    assert other.stderr == "main.py: unknown command 'frobnicate'; the commands are serve, index, search, get, list, status (main.py --help)\n"
     assert run("--help").returncode == 0 and run("get", "--help").returncode == 0
     # Options first is still serve's (see test_serve_stops_on_ctrl_c...): a flag of no command is argparse's.
     assert "unrecognized arguments: --lines" in run("--source", str(source), "--lines", "1:2").stderr

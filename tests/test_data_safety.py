@@ -67,16 +67,17 @@ def test_an_unreadable_source_folder_keeps_every_indexed_file(tmp_path: Path) ->
     db = rel_db_path(source, index_dir)
     source.chmod(0)
     try:
-        done = rel_run_main("index", *args, prefix=unprivileged)
-        assert done.returncode == 1, done.stderr
-        assert "cannot list it" in done.stderr and "Permission denied" in done.stderr, done.stderr
+        refused = rel_run_main("index", *args, prefix=unprivileged)  # at start: refused, naming it (#24)
+        assert refused.returncode == 2 and "cannot be read" in refused.stderr and str(source) in refused.stderr, refused.stderr
+        source.chmod(0o755)
         with RelStdioServer(*args, "--scan-interval", "0", prefix=unprivileged) as server:
             server.wait_for_scan()
+            source.chmod(0)  # while serving: reported, and every indexed file kept
             refreshed = server.call("refresh_index")["structuredContent"]
             assert refreshed["success"] is False and "cannot list it" in refreshed["errors"][0], refreshed
             status = server.status()
             assert status["indexed_files"] == 50, status
-            assert "cannot list it" in status["last_error"] and status["errors_encountered"] >= 2, status
+            assert "cannot list it" in status["last_error"] and status["errors_encountered"] >= 1, status
             source.chmod(0o755)
             assert server.call("refresh_index")["structuredContent"]["success"] is True
             recovered = server.status()
@@ -90,7 +91,7 @@ def test_an_unreadable_source_folder_keeps_every_indexed_file(tmp_path: Path) ->
     assert rel_run_main("index", *args).returncode == 0
     recovered = status_of(source, index_dir)
     assert recovered["last_error"] is None, recovered
-    assert recovered["errors_encountered"] >= errors_before >= 2, "the error count never goes down"
+    assert recovered["errors_encountered"] >= errors_before >= 1, "the error count never goes down"
 
 
 def test_a_folder_that_cannot_be_listed_keeps_its_files_and_others_are_updated(tmp_path: Path) -> None:

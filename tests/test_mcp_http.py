@@ -87,7 +87,7 @@ async def test_several_clients_share_one_index_over_http(source: Path, tmp_path:
         async with Client(url) as first, Client(url) as second:
             assert (first.server_info.name, first.server_info.version) == ("docsearch", VERSION)
             tools = {tool.name for tool in (await first.list_tools()).tools}
-            assert tools == {"search", "get_index_status", "refresh_index", "get_document"}
+            assert tools == {"search", "get_index_status", "refresh_index", "get_document", "list_files"}
 
             async def idle() -> bool:
                 return (await call(second, "get_index_status"))["state"] == "idle"

@@ -1,0 +1,73 @@
+"""list_files: browse the indexed files that match path, extension, date, tag and source filters, by path."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+import database
+from exceptions import ArgumentError, IndexUnavailableError
+from filters import case_hint, file_condition_of, read_filters
+from models import FileList, ListedFile, ServerConfig
+from sources import filter_prefixes
+
+#: list_files returns at most this many files at once, and pages up to MAX_LIST_OFFSET.
+MAX_LIST_LIMIT = 1000
+MAX_LIST_OFFSET = 10_000_000
+#: A reply holds files up to about this many characters (the rest on the next page): an agent pays for each.
+MAX_LIST_CHARS = 40_000
+
+
+def list_files(
+    config: ServerConfig, path: str | None = None, collection: str | Sequence[str] | None = None,
+    extensions: Sequence[str] | None = None, modified_after: str | None = None, modified_before: str | None = None,
+    tags: Sequence[str] | None = None, limit: int = 100, offset: int = 0,
+) -> FileList:
+    """The indexed files that pass the filters (as search reads them), sorted by path (by source,
+    then path, with several), from ``offset``, at most ``limit``."""
+    for name, value, most in (("limit", limit, MAX_LIST_LIMIT), ("offset", offset, MAX_LIST_OFFSET)):
+        least = 1 if name == "limit" else 0
+        if not isinstance(value, int) or isinstance(value, bool) or not least <= value <= most:
+            raise ArgumentError(name, f"must be a whole number from {least} to {most:,}, got {value!r}")
+    filters = read_filters(path, extensions, modified_after, modified_before, filter_prefixes(config, collection, path), tags)
+    try:
+        conn = database.reader(config.db_path)
+    except IndexUnavailableError:
+        return {"files": [], "total": 0, "has_more": False, "next_offset": None, "warnings": ["nothing is indexed yet"]}
+    with database.snapshot(conn):
+        total, rows = database.listed_files(conn, file_condition_of(filters), limit, offset)
+        hint = case_hint(conn, filters) if total == 0 else None
+    files = _within_budget([_listed(config, *row) for row in rows])
+    more = offset + len(files) < total
+    warnings = [hint] if hint else []
+    if len(files) < len(rows):
+        warnings.append(f"{len(files)} files shown of the {len(rows)} asked for, to keep the reply under {MAX_LIST_CHARS:,} characters")
+    reply: FileList = {
+        "files": files, "total": total, "has_more": more, "next_offset": offset + len(files) if more else None, "warnings": warnings,
+    }
+    return reply
+
+
+def _within_budget(files: list[ListedFile]) -> list[ListedFile]:
+    """The first of ``files`` that fit in MAX_LIST_CHARS (at least one)."""
+    used = 0
+    for count, listed in enumerate(files):
+        used += len(json.dumps(listed, ensure_ascii=False, separators=(",", ":"))) + 1
+        if used > MAX_LIST_CHARS and count:
+            return files[:count]
+    return files
+
+
+def _listed(config: ServerConfig, key: str, title: str, size: int, mtime_ns: int, tags: str) -> ListedFile:
+    collection, path = config.split_key(key)
+    listed: ListedFile = {"path": path, "title": title, "size": size, "modified": _instant(mtime_ns), "tags": database.stored_tags(tags)}
+    return {"collection": collection, **listed} if config.several else listed  # type: ignore[return-value]
+
+
+def _instant(mtime_ns: int) -> str:
+    try:
+        return datetime.fromtimestamp(mtime_ns / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):  # a time past what datetime holds
+        return "unknown"
+
