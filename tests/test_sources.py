@@ -226,3 +226,49 @@ def test_cli_lists_and_narrows_by_source(tmp_path: Path) -> None:
     got = run("get", "README.md", "--collection", "docs")
     assert "Install the kestrel" in got.stdout
     shutil.rmtree(tmp_path / "idx")
+
+
+async def test_a_path_that_looks_like_collection_colon_path_is_the_file_of_that_name_first(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    write(a, "b:x.md", "# Colon\n\nThe file named with a colon, about herons.\n")
+    write(b, "x.md", "# Plain\n\nThe other source's file, about egrets.\n")
+    async with Client(params(tmp_path / "idx", str(a), str(b))) as client:
+        await indexed(client, 2)
+        named = await call(client, "get_document", {"path": "b:x.md"})
+        assert (named["collection"], named["path"]) == ("a", "b:x.md") and "herons" in named["text"]
+        other = await call(client, "get_document", {"path": "x.md"})
+        assert other["collection"] == "b" and "egrets" in other["text"]
+
+
+async def test_an_index_deleted_under_a_server_of_several_sources_is_filled_again_by_each(tmp_path: Path) -> None:
+    notes, docs, repo = folders(tmp_path)
+    index = tmp_path / "idx"
+    async with Client(params(index, str(notes), str(docs), str(repo), extra=("--scan-interval", "3600"))) as client:
+        await indexed(client, 8)
+        for path in index.glob("*.sqlite3*"):
+            path.unlink()
+        assert (await call(client, "refresh_index", {"collection": "notes"}))["success"]
+        await indexed(client, 8)  # the other sources' loops scan again, long before their next rescan is due
+        status = await call(client, "get_index_status")
+        assert [(s["name"], s["indexed_files"]) for s in status["sources"]] == [("notes", 5), ("docs", 2), ("repo", 1)]
+
+
+def test_tags_count_toward_the_reply_budget(tmp_path: Path) -> None:
+    from database import IndexWriter
+    from indexer import TextIndexer
+    from models import ServerConfig
+    from search import MAX_REPLY_CHARS, search
+
+    source = tmp_path / "src"
+    tags = ", ".join(f"tag{n:03d}-" + "x" * 90 for n in range(100))
+    for n in range(60):
+        write(source, f"n{n}.md", f"---\ntags: [{tags}]\n---\n# Note {n}\n\nkestrel\n")
+    config = ServerConfig(source_directory=source, index_output_directory=tmp_path / "idx")
+    writer = IndexWriter(config.db_path)
+    try:
+        TextIndexer(config, writer).scan()
+    finally:
+        writer.close()
+    reply = search(config.db_path, "kestrel", 60, collapse_duplicates=False)
+    assert len(reply["results"][0]["tags"]) == 100
+    assert len(json.dumps(reply)) < 1.2 * MAX_REPLY_CHARS and len(reply["results"]) < 60 and reply["warnings"]
