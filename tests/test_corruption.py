@@ -43,6 +43,11 @@ def assert_recovered(server: RelStdioServer, corpus: RelCorpus, db: Path) -> Non
     assert rel_integrity(db) == "ok"
 
 
+def remove_files(folder: Path) -> None:
+    for leftover in folder.iterdir():
+        leftover.unlink()
+
+
 def truncate_half(db: Path) -> None:
     os.truncate(db, db.stat().st_size // 2)
 
@@ -182,10 +187,12 @@ def test_full_disk_fails_the_scan_cleanly_and_recovers_when_space_returns(tmp_pa
 def test_index_files_deleted_while_running_are_recreated(indexed) -> None:
     """Someone clears the index directory to 'reset' it while the server runs."""
     source, index_dir, db, corpus = indexed
+    # The server makes its own index first: until a server has opened an index, its status is what
+    # the index records (here `index`'s scan: idle), so waiting for a scan would not wait for it.
+    remove_files(index_dir)
     with RelStdioServer("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0") as server:
         server.wait_for_scan()
-        for leftover in index_dir.iterdir():
-            leftover.unlink()
+        remove_files(index_dir)
         searched = server.call("search", {"query": "river"})
         assert searched["isError"] and "index" in searched["content"][0]["text"], searched
         corpus.add()

@@ -6,6 +6,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -79,6 +80,49 @@ def test_zero_length_file_is_simply_initialised(config: ServerConfig, source: Pa
     writer = IndexWriter(config.db_path)
     TextIndexer(config, writer).scan()
     assert writer.recovered_from is None
+    assert search(config.db_path, "hello", 5)["results"][0]["path"] == "a.md"
+    writer.close()
+
+
+def running(thread: threading.Thread, function: str) -> bool:
+    """Whether ``thread`` is inside ``function`` now."""
+    frame = sys._current_frames().get(thread.ident)  # type: ignore[arg-type]
+    while frame is not None and frame.f_code.co_name != function:
+        frame = frame.f_back
+    return frame is not None
+
+
+def test_an_index_file_deleted_while_a_writer_opens_it_is_made_again(config: ServerConfig, source: Path) -> None:
+    """Someone clears the index directory while a writer is opening the index: the writer opens
+    what is there then (a new index) instead of failing, which left a server refusing every call
+    until it tried again. A second connection holds the file locked, so the writer's first
+    statement on the file it connected to waits until the files are gone and the lock let go."""
+    write(source, "a.md", "hello")
+    IndexWriter(config.db_path).close()
+    holder = sqlite3.connect(config.db_path, isolation_level=None)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+    holder.execute("SELECT count(*) FROM sqlite_master").fetchone()  # takes the lock; kept until closed
+    opened: list[IndexWriter | Exception] = []
+
+    def open_writer() -> None:
+        try:
+            opened.append(IndexWriter(config.db_path))
+        except Exception as exc:  # noqa: BLE001 - what the test reports
+            opened.append(exc)
+
+    thread = threading.Thread(target=open_writer)
+    thread.start()
+    while not running(thread, "_prepare_schema"):  # connected: its first statement waits for the lock
+        assert thread.is_alive(), f"the writer never reached its schema: {opened}"
+        time.sleep(0.001)
+    for path in config.db_path.parent.iterdir():
+        path.unlink()
+    holder.close()
+    thread.join()
+    writer = opened[0]
+    assert isinstance(writer, IndexWriter), writer
+    assert not writer.file_replaced()
+    TextIndexer(config, writer).scan()
     assert search(config.db_path, "hello", 5)["results"][0]["path"] == "a.md"
     writer.close()
 
