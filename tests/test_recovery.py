@@ -131,9 +131,11 @@ def test_kill_during_indexing_leaves_a_consistent_index(source: Path, tmp_path: 
     for i in range(3000):
         write(source, f"d{i // 100}/f{i}.md", f"# File {i}\n\ntoken{i} " + "lorem ipsum dolor " * 50)
     args = [sys.executable, str(MAIN_PY), "index", "--source", str(source), "--index-dir", str(tmp_path / "idx")]
-    db = None
-    for delay in (0.6, 1.0):
+    for delay in (0.2, 0.6):
         proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60  # killed once it writes, however slow the machine is
+        while not any((tmp_path / "idx").glob("*.sqlite3")) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -147,7 +149,7 @@ def test_kill_during_indexing_leaves_a_consistent_index(source: Path, tmp_path: 
         assert conn.execute("SELECT count(*) FROM sections_fts_docsize").fetchone()[0] == sections
         conn.close()
     assert subprocess.run(args, capture_output=True, timeout=300).returncode == 0
-    assert db is not None
+    db = next((tmp_path / "idx").glob("*.sqlite3"))
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == 3000
     assert conn.execute("SELECT count(*) FROM sections_fts WHERE sections_fts MATCH 'token2999'").fetchone()[0] == 1
