@@ -730,7 +730,7 @@ class IndexWriter:
         self.conn.executemany(
             "INSERT INTO sections (id, start_line, end_line, heading, body, said, outline) VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
-                (i, s.start_line, s.end_line, s.heading, body, said, compress(json.dumps(s.outline, ensure_ascii=False, separators=(",", ":"))))
+                (i, s.start_line, s.end_line, s.heading, body, said, _outline_blob(s.outline))
                 for i, s, body, said in zip(ids, sections, loaded.compressed_bodies, loaded.said_keys, strict=True)
             ],
         )
@@ -1461,6 +1461,11 @@ def snippets(
         ).fetchall()
     between = markers[1] + CJK_SEPARATOR + markers[0]  # two CJK words highlighted side by side read as one
     return {rowid: shown_text(text.replace(between, "")) for rowid, text in rows}
+
+
+def _outline_blob(outline: Sequence[tuple[int, int, str]]) -> bytes:
+    """A section's outline (models.Section) as the sections table stores it: JSON, compressed."""
+    return compress(json.dumps(outline, ensure_ascii=False, separators=(",", ":")))
 
 
 def file_sections(conn: sqlite3.Connection, rowid: int, before: int, most: int) -> list[tuple[int, int, str, list[list]]]:

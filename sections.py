@@ -2,8 +2,9 @@
 
 file_content turns a file's bytes into a Content: formats.py extracts the formats it knows, other
 files are decoded text whose Markdown or reST headings markup.py finds. sections() cuts a Content
-at its headings, else at blank lines, into rows of bounded size; said_key tells copies of a
-section's text apart from texts that differ.
+at its headings, else at blank lines, into rows of bounded size, each with the headings over and in
+it; heading_spans reads a search hit's rows back as each heading's own lines. said_key tells copies
+of a section's text apart from texts that differ.
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ def sections(content: Content) -> list[Section]:
         if not start_heading:  # a new section, or a short preamble that goes with the first heading
             start_heading = " > ".join(h for _, h in path)[:MAX_TITLE_CHARS]
     pieces.extend(_bounded_pieces(padded, start, last, start_heading, max_chars))
-    return _numbered(padded, pieces)
+    return _numbered(padded, pieces, headings)
 
 
 def _title(padded: str, title: str, has_headings: bool) -> str:
@@ -180,77 +181,97 @@ def _piece_if_text(padded: str, start: int, end: int, heading: str) -> Iterator[
         yield start + 1, heading, body
 
 
-def _numbered(padded: str, pieces: list[tuple[int, str, str]]) -> list[Section]:
-    """Sections from (offset, heading, body) in text order, counting each newline once."""
-    sections: list[Section] = []
+def _numbered(padded: str, pieces: list[tuple[int, str, str]], headings: Sequence[markup.HeadingAt]) -> list[Section]:
+    """Sections from (offset, heading, body) in text order, counting each newline once, each with
+    its outline (models.Section): the headings are the file's, whatever its format, so that a
+    search names the heading of any line without reading the file again."""
+    heading_lines: list[int] = []
     line = counted = 0  # newlines in padded[:counted]: the line number there, as padded starts with one
+    for at, _, _ in headings:
+        line += padded.count("\n", counted, at + 1)
+        counted = at + 1
+        heading_lines.append(line)
+    sections: list[Section] = []
+    above: list[tuple[int, int, str]] = []  # the headings open after the text read so far
+    line = counted = number = 0
     for offset, heading, body in pieces:
         line += padded.count("\n", counted, offset)
         end_line = line + body.count("\n")
-        sections.append(Section(line, end_line, heading, body))
+        outline = list(above)
+        while number < len(headings) and headings[number][0] < offset + len(body):
+            _, level, name = headings[number]
+            mark = (heading_lines[number], level, name)
+            outline.append(mark)
+            while above and above[-1][1] >= level:
+                above.pop()
+            above.append(mark)
+            number += 1
+        sections.append(Section(line, end_line, heading, body, tuple(outline)))
         line, counted = end_line, offset + len(body)
     return sections
 
 
 @dataclass(frozen=True)
 class HeadingSpan:
-    """A heading's own lines within a section: from its line to the next heading of any level (or
-    the section's end), named by its path as search results and get_document name it."""
+    """A heading's own lines: from its line to the next heading of any level (or the end of the
+    rows read), named by its path as search results and get_document name it. ``path`` holds the
+    names along it, the span's own heading last (none before a file's first heading)."""
 
     heading: str
-    name: str
+    path: tuple[str, ...]
     start_line: int
     end_line: int
     text: str
 
 
-def heading_spans(rows: Sequence[tuple[int, int, str]], name: str) -> list[HeadingSpan]:
-    """The heading spans of a Markdown or reST file ``name`` (none for other files) from its first
-    sections ``rows`` (start_line, end_line, body) on. Front matter is in no span."""
-    if not rows or not name.lower().endswith(markup.MARKDOWN_EXTENSIONS + markup.RST_EXTENSIONS):
+def heading_spans(rows: Sequence[tuple[int, int, str, Sequence[tuple[int, int, str]]]]) -> list[HeadingSpan]:
+    """The heading spans of consecutive sections ``rows`` (start_line, end_line, body, outline as
+    models.Section has it) of one file, the first under the headings open where the first row
+    starts; none if no heading is open or found there. Front matter is in no span."""
+    if not rows or not any(outline for *_, outline in rows):
         return []
+    top = rows[0][0]  # lines[0] is line top
     lines: list[str] = []
+    marks: list[tuple[int, int, str]] = []
     last_end = 0
-    for first, end, text in rows:
+    for number, (first, end, text, outline) in enumerate(rows):
         pieces = text.split("\n")
         if lines and first == last_end:  # a piece of a long line cut in several sections
             lines[-1] += pieces.pop(0)
-        lines.extend([""] * (first - 1 - len(lines)))
+        lines.extend([""] * (first - top - len(lines)))
         lines.extend(pieces)
         last_end = end
-    content = text_content("\n".join(lines), name)
-    padded = content.padded
+        after = max(first, marks[-1][0] + 1) if marks else first  # a later row's open headings are read already
+        marks.extend((line, level, name) for line, level, name in outline if not number or line >= after)
     spans: list[HeadingSpan] = []
     path: list[tuple[int, str]] = []
     # A heading with no text of its own (a page title over its first subsection) goes with the
-    # span after it: that span starts at its line, and its name counts among the span's heading words.
-    opened = padded.count("\n", 0, markup.front_matter(padded)[0] + 1)  # the first line after front matter
-    names: list[str] = []
+    # span after it: that span starts at its line.
+    opened = top
+    if top == 1:  # the first line after front matter
+        opened = 1 + rows[0][2].count("\n", 0, markup.front_matter(f"\n{rows[0][2]}\n")[0])
     heading_lines: set[int] = set()
-    line = counted = 0
-    for at, level, heading in content.headings:
-        line += padded.count("\n", counted, at + 1)  # the heading's line: newlines up to its boundary
-        counted = at + 1
+    for line, level, heading in marks:
         if line > opened:  # the heading closes the span before it, if that says something
-            text = "\n".join(lines[opened - 1:line - 1])
+            text = "\n".join(lines[opened - top:line - top])
             says = _says_something(text, opened, heading_lines)
             if says:
-                spans.append(_span(path, names, opened, text))
+                spans.append(_span(path, opened, text))
             if says or not text.strip():
-                opened, names, heading_lines = line, [], set()
+                opened, heading_lines = line, set()
         while path and path[-1][0] >= level:
             path.pop()
         path.append((level, heading))
-        names.append(heading)
         heading_lines.add(line)
-    spans.append(_span(path, names, opened, "\n".join(lines[opened - 1:])))
+    spans.append(_span(path, opened, "\n".join(lines[opened - top:])))
     return [span for span in spans if span.text]
 
 
-def _span(path: list[tuple[int, str]], names: list[str], first: int, text: str) -> HeadingSpan:
+def _span(path: list[tuple[int, str]], first: int, text: str) -> HeadingSpan:
     """The span of ``text`` from line ``first`` under the heading ``path``, less its trailing blank lines."""
     text = text.rstrip()
-    return HeadingSpan(" > ".join(h for _, h in path)[:MAX_TITLE_CHARS], " ".join(names), first, first + text.count("\n"), text)
+    names = tuple(h for _, h in path)
+    return HeadingSpan(" > ".join(names)[:MAX_TITLE_CHARS], names, first, first + text.count("\n"), text)
 
 
 #: A line of underline or overline characters (setext and reST headings): not text of a span's own.

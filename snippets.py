@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 import database
 from models import SearchHit
 from query import highlight_match
-from sections import heading_spans
+from sections import HeadingSpan, heading_spans
 
 #: A snippet shows at most this many characters of the file: the run of them holding the most
 #: different matched words (bounded_snippet), about two sentences. An agent pays for every one.
@@ -79,9 +79,9 @@ def section_snippets(conn: sqlite3.Connection, highlights: Sequence[Sequence[str
 
 
 #: A hit is named by the heading whose own lines hold the query's words best (answering_spans),
-#: in any section of its file: a word in the heading's own text counts HEADING_WEIGHT times more.
-#: Only the first MAX_ANSWERING_HITS hits are (~1-2 ms each), and only those whose section is
-#: among their file's first MAX_FILE_SECTIONS.
+#: among the MAX_FILE_SECTIONS sections of its file around its own (from MAX_FILE_SECTIONS // 2
+#: before it): a word in the span's heading counts HEADING_WEIGHT times more. Only the first
+#: MAX_ANSWERING_HITS hits are (~1-2 ms each).
 HEADING_WEIGHT = 2.0
 MAX_ANSWERING_HITS = 10
 MAX_FILE_SECTIONS = 8
@@ -90,29 +90,18 @@ MAX_FILE_SECTIONS = 8
 def answering_spans(conn: sqlite3.Connection, highlights: Sequence[Sequence[str]], sections: dict[int, dict]) -> dict[int, dict]:
     """``sections`` (loaded with their text, best first), the first MAX_ANSWERING_HITS each replaced
     by the heading span of its file (sections.HeadingSpan) that holds the words of the first of
-    ``highlights`` it matches best: its heading, lines and text. A section is kept as it is when
-    its file has no headings or no span matches."""
+    ``highlights`` it matches best (_span_scores): its heading, lines and text. A section is kept as
+    it is when its file has no headings or no span matches."""
     first = list(sections.items())[:MAX_ANSWERING_HITS]
-    spans = {rowid: heading_spans(_file_rows(conn, rowid), str(section["path"])) for rowid, section in first}
+    spans = {rowid: heading_spans(_file_rows(conn, rowid)) for rowid, _ in first}
     spans = {rowid: found for rowid, found in spans.items() if found}
     narrowed = dict(sections)
     for parts in highlights:
-        keys = [(rowid, number) for rowid, found in spans.items() for number in range(len(found))]
-        if not parts or not keys:
+        if not parts or not spans:
             continue
-        texts = {index: (spans[rowid][number].name, spans[rowid][number].text) for index, (rowid, number) in enumerate(keys)}
-        scores: Counter[tuple[int, int]] = Counter()
-        named: Counter[tuple[int, int]] = Counter()  # of equal scores, the heading most about the words wins
-        for anywhere, headed in database.matching_texts(conn, texts, list(dict.fromkeys(parts))):
-            holding = Counter(keys[index][0] for index in anywhere)
-            for index in anywhere:
-                rowid = keys[index][0]
-                rarity = math.log(1 + len(spans[rowid]) / holding[rowid])  # a word in every span tells none apart
-                scores[keys[index]] += rarity * (1 + HEADING_WEIGHT * (index in headed))
-            for index in headed:
-                named[keys[index]] += 1 / max(1, len(_WORDS.findall(texts[index][0])))
+        scores = _span_scores(conn, list(dict.fromkeys(parts)), spans)
         for rowid in {rowid for rowid, _ in scores}:
-            best = max(range(len(spans[rowid])), key=lambda number: (scores[(rowid, number)], named[(rowid, number)], -number))
+            best = max(range(len(spans[rowid])), key=lambda number: (*scores.get((rowid, number), (0.0, 0.0)), -number))
             span = spans.pop(rowid)[best]
             narrowed[rowid] = {
                 **sections[rowid], "heading": span.heading, "start_line": span.start_line, "end_line": span.end_line, "body": span.text,
@@ -120,11 +109,52 @@ def answering_spans(conn: sqlite3.Connection, highlights: Sequence[Sequence[str]
     return narrowed
 
 
-def _file_rows(conn: sqlite3.Connection, rowid: int) -> list[tuple[int, int, str]]:
-    """The file's first sections, as a reply may show them, if they hold ``rowid`` (see heading_spans)."""
-    if rowid & (database.MAX_SECTIONS_PER_FILE - 1) >= MAX_FILE_SECTIONS:
-        return []
-    return [(start, end, visible_text(body)) for start, end, body in database.file_sections(conn, rowid, MAX_FILE_SECTIONS)]
+def _span_scores(
+    conn: sqlite3.Connection, words: list[str], spans: dict[int, list[HeadingSpan]]
+) -> dict[tuple[int, int], tuple[float, float]]:
+    """(score, share) of each span that ``words`` (FTS5 expressions) match, by (hit, span number).
+
+    A word counts by its rarity among its file's spans, HEADING_WEIGHT times more in the span's
+    heading words: its own heading's, and, when that holds a word the headings over it do not,
+    theirs too. The words a page title shares with every section under it thus name none of them;
+    a heading that adds a word of its own is named with its context (the deepest heading whose text
+    matched). ``share``, for equal scores: how much of the span's own heading the words make."""
+    keys = [(rowid, number) for rowid, found in spans.items() for number in range(len(found))]
+    own_names = [spans[rowid][number].path[-1] if spans[rowid][number].path else "" for rowid, number in keys]
+    over = list(dict.fromkeys(name for rowid, number in keys for name in spans[rowid][number].path[:-1]))
+    texts = {index: (own_names[index], spans[rowid][number].text) for index, (rowid, number) in enumerate(keys)}
+    texts.update({len(keys) + index: (name, "") for index, name in enumerate(over)})  # the headings over spans, alone
+    in_text: dict[int, set[int]] = {}  # text -> the words it holds, in its heading or body
+    in_heading: dict[int, set[int]] = {}  # text -> the words its heading holds
+    rarities = []
+    for word, (anywhere, headed) in enumerate(database.matching_texts(conn, texts, words)):
+        for index in anywhere:
+            in_text.setdefault(index, set()).add(word)
+        for index in headed:
+            in_heading.setdefault(index, set()).add(word)
+        holding = Counter(keys[index][0] for index in anywhere if index < len(keys))
+        # A word in every span of its file tells none apart.
+        rarities.append({rowid: math.log(1 + len(spans[rowid]) / count) for rowid, count in holding.items()})
+    over_at = {name: len(keys) + index for index, name in enumerate(over)}
+    scores: dict[tuple[int, int], tuple[float, float]] = {}
+    for index, (rowid, number) in enumerate(keys):
+        own = in_heading.get(index, set())
+        above = set().union(*(in_heading.get(over_at[name], ()) for name in spans[rowid][number].path[:-1]))
+        heading = own | above if own - above else own
+        found = heading | in_text.get(index, set())
+        if found:
+            score = sum(rarities[word].get(rowid, math.log(2)) * (1 + HEADING_WEIGHT * (word in heading)) for word in sorted(found))
+            scores[(rowid, number)] = (score, len(own) / max(1, len(_WORDS.findall(own_names[index]))))
+    return scores
+
+
+def _file_rows(conn: sqlite3.Connection, rowid: int) -> list[tuple[int, int, str, list[tuple[int, int, str]]]]:
+    """The sections around ``rowid`` in its file, as a reply may show them (see heading_spans)."""
+    rows = database.file_sections(conn, rowid, MAX_FILE_SECTIONS // 2, MAX_FILE_SECTIONS)
+    return [
+        (start, end, visible_text(body), [(line, level, visible_text(name)) for line, level, name in outline])
+        for start, end, body, outline in rows
+    ]
 
 
 def _with_ellipses(text: str, window: tuple[int, int], length: int) -> str:

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 from mcp import Client
 
+from documents import document_reply
 from indexer import TextIndexer
 from models import ServerConfig
 from search import search
 from sections import heading_spans, split_sections
 from snippets import ELLIPSIS, SNIPPET_MAX_CHARS, bounded_snippet, clean_snippet, without_heading
 from tests.conftest import write
+from tests.test_formats import docx_bytes, epub_bytes, odt_bytes, pptx_bytes, slide_xml, w_para, xhtml
+from tests.test_formats_indexed import assert_hit_lines_hold, every_format, scanned  # noqa: F401 (a fixture)
 from tests.test_mcp_stdio import call, server_params, wait_for
 
 M_OPEN, M_CLOSE = "\ue000", "\ue001"  # the private markers a snippet's matches are between
@@ -75,21 +79,21 @@ def test_a_long_snippet_is_cut_around_the_most_matched_words_at_spaces() -> None
     assert M_CLOSE in bounded_snippet(f"lead {phrase} after")  # a match longer than a snippet is closed
 
 
-def _rows(text: str, name: str) -> list[tuple[int, int, str]]:
-    return [(s.start_line, s.end_line, s.body) for s in split_sections(text, name)[1]]
+def _rows(text: str, name: str) -> list[tuple[int, int, str, tuple]]:
+    return [(s.start_line, s.end_line, s.body, s.outline) for s in split_sections(text, name)[1]]
 
 
 def test_every_heading_starts_a_span_named_by_its_path() -> None:
     text = "---\ntitle: T\n---\n# Page\n\n## Short\nSays a.\n\n## Long\nSays b.\n\n### Deep\nSays c.\n"
-    spans = heading_spans(_rows(text, "p.md"), "p.md")
-    # The title has no text of its own: it goes with the span after it, and its name counts there.
-    assert [(s.heading, s.name, s.start_line, s.end_line) for s in spans] == [
-        ("Page > Short", "Page Short", 4, 7),
-        ("Page > Long", "Long", 9, 10),
-        ("Page > Long > Deep", "Deep", 12, 13),
+    spans = heading_spans(_rows(text, "p.md"))
+    # The title has no text of its own: it goes with the span after it.
+    assert [(s.heading, s.path, s.start_line, s.end_line) for s in spans] == [
+        ("Page > Short", ("Page", "Short"), 4, 7),
+        ("Page > Long", ("Page", "Long"), 9, 10),
+        ("Page > Long > Deep", ("Page", "Long", "Deep"), 12, 13),
     ]
     assert spans[2].text == "### Deep\nSays c."
-    assert heading_spans(_rows("plain text\n", "notes.txt"), "notes.txt") == []
+    assert heading_spans(_rows("plain text\n", "notes.txt")) == []
 
 
 def _long_page() -> str:
@@ -142,3 +146,78 @@ async def test_get_document_reads_only_the_section_a_hit_names(source: Path, tmp
         part = await call(client, "get_document", {"path": hit["path"], "heading": hit["heading"]})
         assert part["text"].startswith("## Sign a script\n\nSigning a script permits")
         assert "Paragraph" not in part["text"] and len(part["text"]) < 300  # that section and its subsection only
+
+
+EXTRACTED = {  # a file of each extracted format, with words and the heading path whose own lines hold each
+    "garden.html": ("<h1>Garden</h1><p>Plants and beds.</p><h2>Pests</h2><p>Aphids on the shoots.</p>"
+                    "<h3>Remedies</h3><p>Spray neem oil at dusk.</p>", {"neem": "Garden > Pests > Remedies"}),
+    "census.ipynb": (json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "markdown", "source": "# Census\nCounting on the ice."},
+        {"cell_type": "code", "source": "# a comment, not a heading\ntusks = 2", "outputs": []},
+        {"cell_type": "markdown", "source": "## Results\nThe herd grew."}]}),
+        {"herd": "Census > Results", "tusks": "Census"}),  # a code comment is no heading, as it would be in Markdown
+    "report.docx": (docx_bytes(w_para("Quarterly", "Title") + w_para("Budget", "Heading1") + w_para("Spend on paper.")
+                               + w_para("Travel", "Heading2") + w_para("Trains to the zeppelin port.")), {"zeppelin": "Budget > Travel"}),
+    "minutes.odt": (odt_bytes('<text:h text:outline-level="1">Agenda</text:h><text:p>Opening words.</text:p>'
+                              '<text:h text:outline-level="2">Supplies</text:h><text:p>Order more kumquats.</text:p>'),
+                    {"kumquats": "Agenda > Supplies"}),
+    "deck.pptx": (pptx_bytes({1: slide_xml("Opening", "hello all"), 2: slide_xml("Roadmap", "ship the blimp")}), {"blimp": "Roadmap"}),
+    "book.epub": (epub_bytes({"c1.xhtml": xhtml("<h1>Chapter One</h1><p>A marmot appears.</p><h2>Scene</h2><p>The ibex climbs.</p>"),
+                              "c2.xhtml": xhtml("<h1>Chapter Two</h1><p>It went on.</p>")}, ["c1.xhtml", "c2.xhtml"]),
+                  {"ibex": "Chapter One > Scene", "went": "Chapter Two"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXTRACTED))
+def test_a_hit_in_an_extracted_format_names_the_heading_holding_its_words(every_format: ServerConfig, source: Path, name: str) -> None:
+    data, headings = EXTRACTED[name]
+    write(source, name, data)
+    scanned(every_format)
+    for word, heading in headings.items():
+        [hit] = search(every_format.db_path, word)["results"]
+        assert hit["heading"] == heading  # the file is one row, named by its first heading
+        assert_hit_lines_hold(every_format, hit, word)
+        part = document_reply(every_format, name, heading)["text"]
+        assert word in part and part.splitlines()[0].endswith(heading.split(" > ")[-1])  # ("## Results" in a notebook)
+
+
+def test_a_hit_past_a_files_eighth_row_names_its_heading(indexer: TextIndexer, config: ServerConfig) -> None:
+    filler = "\n\n".join(f"Line {i} of plain words about sheep and goats." for i in range(20))
+    parts = [f"## Part {n}\n\n{filler}\n" for n in range(100)]
+    rows = split_sections("# Farm\n\nIntro.\n\n" + "\n".join(parts), "farm.md")[1]
+    second = int(rows[9].heading.rsplit(" ", 1)[1]) + 1  # the second part of the tenth row
+    parts[second] += "\n### Target\n\nThe ocelot sleeps here.\n"
+    text = "# Farm\n\nIntro.\n\n" + "\n".join(parts)
+    write(config.source_directory, "farm.md", text)
+    rows = split_sections(text, "farm.md")[1]
+    assert "ocelot" in rows[9].body and "Target" not in rows[9].heading  # merged into a row that starts at an earlier heading
+    indexer.scan()
+    [hit] = search(config.db_path, "ocelot")["results"]
+    start = text.split("\n").index("### Target") + 1
+    assert (hit["heading"], hit["line_start"], hit["line_end"]) == (f"Farm > Part {second} > Target", start, start + 2)
+
+
+def test_page_title_words_name_no_section_and_a_heading_of_only_the_words_wins(indexer: TextIndexer, config: ServerConfig) -> None:
+    write(config.source_directory, "ssh.md", (
+        "# Remoting over SSH\n\n## Overview\n\nSet up remoting over SSH between computers, as the sections below say.\n\n"
+        "## Install on Windows\n\nInstall the SSH server from the optional features.\n\n"
+        "## Install on Ubuntu\n\nInstall the SSH server with apt: sudo apt install openssh-server.\n"))
+    write(config.source_directory, "Get-Item.md", (
+        "# Get-Item\n\n## SYNOPSIS\n\nGets items.\n\n## EXAMPLES\n\n### Example 3: Get items using the Depth parameter\n\n"
+        "Get-Item -Path C:\\ -Depth 2 lists two levels.\n\n## PARAMETERS\n\n### -Path\n\nWhere Get-Item looks.\n\n"
+        "### -Depth\n\nHow many levels Get-Item goes down below the path.\n"))
+    write(config.source_directory, "about_Widget.md", (
+        "# about_Widget\n\n## Short description\n\nWidget edits lines.\n\n## Notes\n\n### Command History\n\n"
+        "Widget saves the command history in a file in your profile folder.\n\n"
+        "#### Widget 2.0 improves the filtering of secrets\n\nWidget no longer saves lines holding secrets to the history file.\n"))
+    indexer.scan()
+
+    def heading(query: str, path: str) -> str:
+        return next(hit["heading"] for hit in search(config.db_path, query)["results"] if hit["path"] == path)
+
+    # The title's words are every section's: the section whose own heading adds a word answers.
+    assert heading("set up remoting over SSH on Ubuntu", "ssh.md") == "Remoting over SSH > Install on Ubuntu"
+    # Both headings hold the words (the parameter's under PARAMETERS): the one that is only them answers.
+    assert heading("Get-Item -Depth parameter", "Get-Item.md") == "Get-Item > PARAMETERS > -Depth"
+    # A deeper heading that only repeats the title's word does not take the hit from its parent.
+    assert heading("where does Widget save the command history file", "about_Widget.md") == "about_Widget > Notes > Command History"
