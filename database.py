@@ -730,8 +730,10 @@ class IndexWriter:
         self.conn.executemany(
             "INSERT INTO sections (id, start_line, end_line, heading, body, said, outline) VALUES (?, ?, ?, ?, ?, ?, ?)",
             [
-                (i, s.start_line, s.end_line, s.heading, body, said, _outline_blob(s.outline))
-                for i, s, body, said in zip(ids, sections, loaded.compressed_bodies, loaded.said_keys, strict=True)
+                (i, s.start_line, s.end_line, s.heading, body, said, outline)
+                for i, s, body, said, outline in zip(
+                    ids, sections, loaded.compressed_bodies, loaded.said_keys, loaded.compressed_outlines, strict=True
+                )
             ],
         )
         self.conn.executemany(
@@ -1463,7 +1465,7 @@ def snippets(
     return {rowid: shown_text(text.replace(between, "")) for rowid, text in rows}
 
 
-def _outline_blob(outline: Sequence[tuple[int, int, str]]) -> bytes:
+def outline_blob(outline: Sequence[tuple[int, int, str]]) -> bytes:
     """A section's outline (models.Section) as the sections table stores it: JSON, compressed."""
     return compress(json.dumps(outline, ensure_ascii=False, separators=(",", ":")))
 

@@ -64,6 +64,7 @@ def load_file(root: Path, rel: str, how: Reading) -> LoadedFile:
         path=rel, mtime_ns=raw.mtime_ns, size=raw.size, inode=raw.inode, ctime_ns=raw.ctime_ns, content_hash=raw.content_hash,
         read_at_ns=raw.read_at_ns, encoding=content.encoding, fallback_decoded=content.fallback_decoded, title=content.title,
         sections=rows, compressed_bodies=[database.compress(section.body) for section in rows],
+        compressed_outlines=[database.outline_blob(section.outline) for section in rows],
         said_keys=[said_key(section.body) for section in rows], sketch=sketch(content.text), tags=front_matter_tags(content.padded),
     )
 

@@ -213,6 +213,8 @@ class LoadedFile:
     sections: list[Section]
     #: Each section's body compressed for storage; made by the loader, off the writer's path.
     compressed_bodies: list[bytes]
+    #: Each section's outline (Section.outline) as stored (database.outline_blob); made by the loader too.
+    compressed_outlines: list[bytes]
     #: Each section's said key (sections.said_key): copies of a text share it, so a search groups
     #: them without reading their text.
     said_keys: list[bytes]
