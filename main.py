@@ -1,4 +1,4 @@
-"""The command line: arguments, the index/search/get/status commands, and serve, which starts the
+"""The command line: arguments, the index/search/get/list/status commands, and serve, which starts the
 background loop (daemon.py) and the MCP server (tools.py) over stdio or HTTP.
 
 Installed, the command is `docsearch-mcp` (or `docsearch`); from a clone, `python main.py`: the same
@@ -9,6 +9,7 @@ subcommands and flags.
     python main.py index   --source DIR      bring the index up to date once, then exit
     python main.py search "QUERY" --source DIR [--limit N] [--json]
     python main.py get PATH --source DIR [--heading H] [--lines A:B] [--max-chars N]
+    python main.py list    --source DIR [--path GLOB] [--tags T] [--json]
     python main.py status  --source DIR [--json]
 
 The MCP SDK is imported only by ``serve``, so the other subcommands start fast.
