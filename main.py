@@ -98,14 +98,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     sub.add_parser("index", parents=[common], help="update the index once and exit")
     search_parser = sub.add_parser("search", parents=[common], help="search the index")
     search_parser.add_argument("query", help='words, "a phrase", prefix*, -excluded (a query may start with -; one that is an option\'s name goes last, after --)')
-    search_parser.add_argument("--limit", type=int, default=10)
-    search_parser.add_argument("--offset", type=int, default=0, help="skip this many results (paging)")
-    search_parser.add_argument("--path", metavar="GLOB", help="only files matching this glob or under this folder, e.g. 'guides/**/*.md'")
-    search_parser.add_argument("--ext", metavar="EXTS", help="only files with these extensions, comma-separated, e.g. .md,.rst")
-    search_parser.add_argument("--after", metavar="DATE", help="only files modified at or after this ISO 8601 date or datetime")
-    search_parser.add_argument("--before", metavar="DATE", help="only files modified before this ISO 8601 date or datetime")
-    search_parser.add_argument("--collection", metavar="NAMES", help="only these sources' files, comma-separated (with several sources)")
-    search_parser.add_argument("--tags", metavar="TAGS", help="only files holding every one of these front matter tags, comma-separated")
+    add_filter_options(search_parser, limit=10, paging="results")
     search_parser.add_argument("--all-copies", action="store_true", help="one result per file, also for files of the same text")
     search_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
     get_parser = sub.add_parser("get", parents=[common], help="print a file's text, or one section of it, read from disk now")
@@ -120,14 +113,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     get_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
     get_parser.add_argument("--outline", action="store_true", help="with --json: the file's headings and their lines too")
     list_parser = sub.add_parser("list", parents=[common], help="list the indexed files, by path")
-    list_parser.add_argument("--path", metavar="GLOB", help="only files matching this glob or under this folder")
-    list_parser.add_argument("--collection", metavar="NAMES", help="only these sources' files, comma-separated")
-    list_parser.add_argument("--ext", metavar="EXTS", help="only files with these extensions, comma-separated")
-    list_parser.add_argument("--after", metavar="DATE", help="only files modified at or after this ISO 8601 date or datetime")
-    list_parser.add_argument("--before", metavar="DATE", help="only files modified before this ISO 8601 date or datetime")
-    list_parser.add_argument("--tags", metavar="TAGS", help="only files holding every one of these front matter tags, comma-separated")
-    list_parser.add_argument("--limit", type=int, default=100)
-    list_parser.add_argument("--offset", type=int, default=0, help="skip this many files (paging)")
+    add_filter_options(list_parser, limit=100, paging="files")
     list_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
     status_parser = sub.add_parser("status", parents=[common], help="show index status")
     status_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
@@ -135,6 +121,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     if argv[0] == "search":
         argv = ["search", *query_first(argv[1:], search_parser)]
     return parser.parse_args(argv)
+
+
+def add_filter_options(parser: argparse.ArgumentParser, limit: int, paging: str) -> None:
+    """The options search and list share: paging, and the filters of which files."""
+    parser.add_argument("--limit", type=int, default=limit)
+    parser.add_argument("--offset", type=int, default=0, help=f"skip this many {paging} (paging)")
+    parser.add_argument("--path", metavar="GLOB", help="only files matching this glob or under this folder, e.g. 'guides/**/*.md'")
+    parser.add_argument("--ext", metavar="EXTS", help="only files with these extensions, comma-separated, e.g. .md,.rst")
+    parser.add_argument("--after", metavar="DATE", help="only files modified at or after this ISO 8601 date or datetime")
+    parser.add_argument("--before", metavar="DATE", help="only files modified before this ISO 8601 date or datetime")
+    parser.add_argument("--collection", metavar="NAMES", help="only these sources' files, comma-separated (with several sources)")
+    parser.add_argument("--tags", metavar="TAGS", help="only files holding every one of these front matter tags, comma-separated")
 
 
 def command_first(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
@@ -342,11 +340,14 @@ class ProgressPrinter:
             self.drawn = False
 
 
+def comma_list(text: str | None) -> list[str] | None:
+    """A comma-separated option's items (empty ones dropped); None if the option was not given."""
+    return [part for part in text.split(",") if part.strip()] if text is not None else None
+
+
 def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
     try:
-        extensions = [part for part in args.ext.split(",") if part.strip()] if args.ext is not None else None
-        collection = args.collection.split(",") if args.collection else None
-        tags = [tag for tag in args.tags.split(",") if tag.strip()] if args.tags is not None else None
+        extensions, collection, tags = comma_list(args.ext), comma_list(args.collection), comma_list(args.tags)
         under = filter_prefixes(config, collection, args.path)
         reply = writable_reply(with_collections(run_search(
             config.db_path, args.query, args.limit, filters=read_filters(args.path, extensions, args.after, args.before, under, tags),
@@ -449,12 +450,10 @@ def other_settings_hint(config: ServerConfig) -> str:
 
 def cmd_list(config: ServerConfig, args: argparse.Namespace) -> int:
     """list_files' reply: a line per file (path, size, modified, tags), or with --json all of it."""
-    def listed(text: str | None) -> list[str] | None:
-        return [part for part in text.split(",") if part.strip()] if text is not None else None
-
     try:
         reply = writable_reply(list_files(
-            config, args.path, listed(args.collection), listed(args.ext), args.after, args.before, listed(args.tags), args.limit, args.offset,
+            config, args.path, comma_list(args.collection), comma_list(args.ext), args.after, args.before, comma_list(args.tags),
+            args.limit, args.offset,
         ))
     except DocSearchError as exc:
         print(printable(f"{PROG}: {exc}"), file=sys.stderr)
