@@ -314,12 +314,16 @@ class Daemon:
         if self.watcher is not None:
             self.watcher.wake()
 
+    def join(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for the rescan loop to end; whether it has."""
+        if self._thread.is_alive():
+            self._thread.join(seconds)
+        return not self._thread.is_alive()
+
     def close(self) -> None:
         """Stop the rescan loop and close the index, truncating its WAL."""
         self.stop()
-        if self._thread.is_alive():
-            self._thread.join(STOP_WAIT_SECONDS)
-        if not self._thread.is_alive():
+        if self.join(STOP_WAIT_SECONDS):
             self.shared.close()
 
 
@@ -360,11 +364,10 @@ class Daemons:
             loop.start()
 
     def close(self) -> None:
+        """Stop every source's loop, then close the index once none runs."""
         for loop in self.loops.values():
             loop.stop()
-        for loop in self.loops.values():
-            loop._thread.join(STOP_WAIT_SECONDS)
-        if not any(loop._thread.is_alive() for loop in self.loops.values()):
+        if all(loop.join(STOP_WAIT_SECONDS) for loop in self.loops.values()):
             self._shared.close()
 
     def first_scans_done(self) -> bool:

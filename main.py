@@ -495,7 +495,7 @@ def unopened_state(status: StatusReply, index_exists: bool) -> str | None:
 
 def status_lines(status: StatusReply, unopened: str | None = None) -> list[tuple[str, str]]:
     """get_index_status as (label, text) lines for a person; --json gives every field as is."""
-    progress, watching = status["progress"], status["watching"]
+    progress = status["progress"]
     state = unopened or {"idle": "up to date", "error": "error"}.get(status["state"], status["state"])
     if status["state"] == "indexing":
         state = f"indexing ({progress['phase']}): {progress['files_done']:,} of {progress['files_total']:,} files"
