@@ -69,7 +69,8 @@ CJK_WORD = re.compile(f"[{_CJK}]")
 
 def fts_text(text: str) -> str:
     """``text`` as FTS5 is given it (see CJK_SEPARATOR)."""
-    return text if text.isascii() else _CJK_PAIR.sub(CJK_SEPARATOR, text)
+    # Most text is ASCII, or holds no CJK character at all: a search for one is ~6x cheaper than the substitution.
+    return text if text.isascii() or not CJK_WORD.search(text) else _CJK_PAIR.sub(CJK_SEPARATOR, text)
 
 
 def _fts_row(rowid: int, title: str, heading: str, body: str) -> tuple[int, str, str, str]:

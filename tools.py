@@ -83,10 +83,10 @@ def server_instructions(config: ServerConfig) -> str:
     formats: dict[str, Counter[str]] = {source.name: Counter() for source in config.sources}
     if config.db_path.exists():
         try:
-            for key in database.file_paths(database.reader(config.db_path)):
-                name, path = config.split_key(key)
-                suffix = PurePosixPath(path).suffix.lower()
-                formats.setdefault(name, Counter())[FORMAT_NAMES.get(suffix, suffix or "other")] += 1
+            named = Counter(map(_source_and_suffix, database.file_paths(database.reader(config.db_path))))
+            for (top, suffix), count in named.items():
+                name = top if config.several else config.sources[0].name
+                formats.setdefault(name, Counter())[FORMAT_NAMES.get(suffix, suffix or "other")] += count
         except (IndexUnavailableError, sqlite3.Error):
             formats = {source.name: Counter() for source in config.sources}  # an unreadable index is made anew
         finally:
@@ -96,6 +96,13 @@ def server_instructions(config: ServerConfig) -> str:
         return writable(f"Searches the local folder {config.source_directory}: {held}.\n{SERVER_INSTRUCTIONS}")
     listed = "\n".join(f"- {source.name}: {source.directory} ({_holding(formats[source.name])})" for source in config.sources)
     return writable(f"Searches {len(config.sources)} local folders, each a collection:\n{listed}\n{SERVER_INSTRUCTIONS}\n{SEVERAL_SOURCES}")
+
+
+def _source_and_suffix(key: str) -> tuple[str, str]:
+    """An index key's first folder (its source's name, with several) and its extension, lowercased:
+    plain string work, as the instructions count a million keys before the server answers."""
+    dot = key.rfind(".")
+    return key[:key.find("/") + 1][:-1], key[dot:].lower() if dot > key.rfind("/") + 1 else ""
 
 
 def _holding(formats: Counter[str]) -> str:
