@@ -68,7 +68,6 @@ class Daemon:
         self.watcher: SourceWatcher | None = None
         self.watch_state = WatchState(False, 0, "the index is not open yet")
         self._thread = threading.Thread(target=self._loop, name="rescan", daemon=True)
-        self._checked = False  # the index's integrity, once per run
         self._pacing = Pacing()
         #: Files the watcher reported that a failed write left unindexed, a rescan a failed write
         #: left to do, and when to try again (see RETRY_FIRST_SECONDS).
@@ -122,9 +121,8 @@ class Daemon:
             self._wait_for_changes(min(self.config.scan_interval_seconds or WRITER_RETRY_SECONDS, WRITER_RETRY_SECONDS))
             return
         try:
-            if not self._checked:
+            if self.shared.first_check():  # the index's integrity, once per run, whichever source's loop opens it
                 indexer.check_integrity()
-                self._checked = True
             if self.watcher is None:
                 self._start_watching()  # before the scan: edits made during it are caught too
                 indexer.watching = self.watch_state  # the scan records it
@@ -336,6 +334,13 @@ class SharedWriter:
         self._writer: IndexWriter | None = None
         #: The sources' scans run one at a time (each starts its own loader processes).
         self.scan_lock = threading.Lock()
+        self._checked = False
+
+    def first_check(self) -> bool:
+        """True the first time only: the one loop that checks the index's integrity this run."""
+        with self._lock:
+            first, self._checked = not self._checked, True
+            return first
 
     def open(self, on_wait: Callable[[int | None], None], stop: Callable[[], bool]) -> IndexWriter:
         with self._lock:
