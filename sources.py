@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import database
 from exceptions import ArgumentError, IndexUnavailableError, UnsafePathError
 from file_utils import is_inside
-from models import ServerConfig, Source
+from models import SOURCE_NAME, ServerConfig, Source
 
 #: At most this many names in a ``collection`` list (more than a server may serve: config.MAX_SOURCES).
 MAX_COLLECTIONS = 64
@@ -48,8 +48,8 @@ def filter_prefixes(config: ServerConfig, collection: str | Sequence[str] | None
 def source_of(config: ServerConfig, collection: str | None, user_path: str) -> tuple[ServerConfig, str]:
     """The config of the source holding ``user_path`` (get_document, refresh_index), and the path
     within it: the named ``collection``'s; else, with several sources, the one an absolute path is
-    inside, or the one ``collection:path`` names, or the only one whose folder or index has a file
-    at that path (an ArgumentError when several do, naming them)."""
+    inside, or the only one whose index (else folder) has a file at that path
+    (an ArgumentError when several do, naming them), or the one ``collection:path`` names."""
     if collection is not None:
         if not isinstance(collection, str):
             raise ArgumentError("collection", f"must be a source's name, got {collection!r}")
@@ -68,7 +68,7 @@ def source_of(config: ServerConfig, collection: str | None, user_path: str) -> t
         raise ArgumentError("collection", f"{user_path[:200]!r} is in several sources ({names}): give collection")
     if holding:
         return config.for_source(holding[0]), user_path
-    named = re.fullmatch(r"([A-Za-z0-9][A-Za-z0-9._-]{0,63}):(.+)", user_path, re.S)
+    named = re.fullmatch(f"({SOURCE_NAME.pattern}):(.+)", user_path, re.S)
     if named and config.source_named(named[1]) is not None:  # also_in's way of naming another source's file
         return config.for_source(config.source_named(named[1])), named[2]  # type: ignore[arg-type]
     return config.for_source(config.sources[0]), user_path
