@@ -76,6 +76,8 @@ KNOWN_KEYS = frozenset(ENV_VARS) | {"sources"}
 #: At most this many sources per server: each has its own loop thread and inotify instance
 #: (a user has 128 of those by default, fs.inotify.max_user_instances).
 MAX_SOURCES = 32
+#: What a source's name may be (models.SOURCE_NAME), as messages say it.
+NAME_RULE = "letters, digits, '.', '_', '-' (up to 64, a letter or digit first)"
 
 
 def user_files(environ: Mapping[str, str], project_dir: Path | None = None) -> tuple[Path | None, Path | None]:
@@ -267,8 +269,7 @@ def _named_folders(values: dict[str, _Value]) -> list[tuple[str | None, object, 
             raise ConfigError("sources", f'must be an object of name: folder, like {{"notes": "~/notes"}}, got {_shown(listed.raw)}', listed.origin)
         for name, folder in listed.raw.items():
             if not SOURCE_NAME.fullmatch(name):
-                raise ConfigError("sources", f"{name!r} is not a source name: letters, digits, '.', '_', '-' (up to 64, a letter"
-                                  " or digit first)", listed.origin)
+                raise ConfigError("sources", f"{name[:80]!r} is not a source name: {NAME_RULE}", listed.origin)
             named.append((name, folder, listed))
     return named
 
@@ -281,8 +282,7 @@ def _split_named(raw: object, origin: str) -> tuple[str | None, object]:
         if SOURCE_NAME.fullmatch(name):
             return name, folder
         if "/" not in name and not os.path.lexists(raw):
-            raise ConfigError("sources", f"{name[:80]!r} is not a source name: letters, digits, '.', '_', '-' (up to 64,"
-                              " a letter or digit first)", origin)
+            raise ConfigError("sources", f"{name[:80]!r} is not a source name: {NAME_RULE}", origin)
     return None, raw
 
 
