@@ -12,7 +12,6 @@ import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple
 
@@ -21,7 +20,7 @@ from exceptions import ArgumentError, FileSkipped, IndexUnavailableError
 from file_utils import check_single_file, read_regular_file, resolve_user_path, whitespace_twin
 from formats import MAX_TITLE_CHARS
 from indexer import file_filter
-from models import DocumentReply, OutlineEntry, ServerConfig
+from models import DocumentReply, OutlineEntry, ServerConfig, modified_time
 from sections import Content, file_content
 from snippets import visible_text
 
@@ -188,7 +187,7 @@ def document_reply(
         "line_end": part.last, "total_lines": len(document.lines), "truncated": part.next_line is not None,
         "next_start_line": part.next_line, "next_start_char": part.next_char,
         "changed_since_indexed": changed, "stale": stale,
-        "last_modified": datetime.fromtimestamp(document.mtime_ns / 1e9, tz=timezone.utc).isoformat(timespec="seconds"),
+        "last_modified": modified_time(document.mtime_ns),
     }
     if outline:
         reply.update(outline=document.outline, outline_truncated=document.outline_truncated)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime, timezone
 
 import database
 from exceptions import ArgumentError, IndexUnavailableError
 from filters import case_hint, file_condition_of, read_filters
-from models import FileList, ListedFile, ServerConfig
+from models import FileList, ListedFile, ServerConfig, modified_time
 from sources import filter_prefixes
 
 #: list_files returns at most this many files at once, and pages up to MAX_LIST_OFFSET.
@@ -61,13 +60,8 @@ def _within_budget(files: list[ListedFile]) -> list[ListedFile]:
 
 def _listed(config: ServerConfig, key: str, title: str, size: int, mtime_ns: int, tags: str) -> ListedFile:
     collection, path = config.split_key(key)
-    listed: ListedFile = {"path": path, "title": title, "size": size, "modified": _instant(mtime_ns), "tags": database.stored_tags(tags)}
+    listed: ListedFile = {"path": path, "title": title, "size": size, "modified": modified_time(mtime_ns), "tags": database.stored_tags(tags)}
     return {"collection": collection, **listed} if config.several else listed  # type: ignore[return-value]
 
 
-def _instant(mtime_ns: int) -> str:
-    try:
-        return datetime.fromtimestamp(mtime_ns / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
-    except (OverflowError, OSError, ValueError):  # a time past what datetime holds
-        return "unknown"
 

@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import NamedTuple
 
@@ -152,6 +153,15 @@ def default_source_name(directory: Path) -> str:
     """A source's name when none is given: its folder's, in the characters SOURCE_NAME allows."""
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", directory.name).strip("-.")[:64]
     return name if SOURCE_NAME.fullmatch(name or "") else "source"
+
+
+def modified_time(mtime_ns: int) -> str:
+    """A file's modification time as replies write it: ISO 8601 in UTC, to the second ("unknown"
+    for a time past what datetime holds)."""
+    try:
+        return datetime.fromtimestamp(mtime_ns / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return "unknown"
 
 
 @dataclass(frozen=True)

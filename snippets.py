@@ -16,10 +16,9 @@ import re
 import sqlite3
 from collections import Counter
 from collections.abc import Sequence
-from datetime import datetime, timezone
 
 import database
-from models import SearchHit
+from models import SearchHit, modified_time
 from query import highlight_match
 from sections import HeadingSpan, heading_spans
 
@@ -235,7 +234,6 @@ def section_hit(section: dict, snippet: str, score: float) -> SearchHit:
     text = " ".join(clean_snippet(snippet, _in_fence(body, at)).split()).replace(HIGHLIGHT, ESCAPED_HIGHLIGHT)
     text = bounded_snippet(without_heading(text, section["heading"]))
     text = text.replace(_MARK_OPEN, HIGHLIGHT).replace(_MARK_CLOSE, HIGHLIGHT)
-    modified = datetime.fromtimestamp(section["mtime_ns"] / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
     return {
         "path": section["path"],
         "title": section["title"],
@@ -244,7 +242,7 @@ def section_hit(section: dict, snippet: str, score: float) -> SearchHit:
         "score": round(max(score, 1e-6), 6),
         "line_start": start,
         "line_end": end,
-        "last_modified": modified,
+        "last_modified": modified_time(section["mtime_ns"]),
         "stale": False,
         "also_in": [],
         "also_in_count": 0,
