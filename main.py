@@ -25,7 +25,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -362,15 +362,11 @@ def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
     bold = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     for hit in reply["results"]:
         stale = "  (changed since indexed)" if hit["stale"] else ""
-        where = f"{hit['collection']}:" if "collection" in hit else ""
-        print(printable(f"{where}{hit['path']}:{hit['line_start']}-{hit['line_end']}  [{hit['score']:.4g}]  {hit['title']}{stale}"))
+        print(printable(f"{located(hit)}:{hit['line_start']}-{hit['line_end']}  [{hit['score']:.4g}]  {hit['title']}{stale}"))
         print(f"    {shown_snippet(hit['snippet'], bold)}")
         if hit["also_in_count"]:
             print(printable(f"    same text in: {', '.join(hit['also_in'])}{' ...' if hit['also_in_count'] > len(hit['also_in']) else ''}"))
-    for warning in reply["warnings"]:
-        print(printable(f"note: {warning}"), file=sys.stderr)
-    more = f"; more with --offset {reply['next_offset']}" if reply["has_more"] else ""
-    print(f"{len(reply['results'])} of {reply['files_matched']} matching files{more}", file=sys.stderr)
+    page_end(reply["warnings"], f"{len(reply['results'])} of {reply['files_matched']} matching files", reply)
     return 0
 
 
@@ -462,14 +458,23 @@ def cmd_list(config: ServerConfig, args: argparse.Namespace) -> int:
         print(json.dumps(reply, ensure_ascii=False, indent=2))
         return 0
     for file in reply["files"]:
-        where = f"{file['collection']}:" if "collection" in file else ""
         tags = f"  #{' #'.join(file['tags'])}" if file["tags"] else ""
-        print(printable(f"{where}{file['path']}  {file['size']:,} B  {file['modified']}{tags}"))
-    for warning in reply["warnings"]:
+        print(printable(f"{located(file)}  {file['size']:,} B  {file['modified']}{tags}"))
+    page_end(reply["warnings"], f"{len(reply['files'])} of {reply['total']:,} files", reply)
+    return 0
+
+
+def located(item: Mapping[str, Any]) -> str:
+    """A hit's or listed file's path as the command line prints it: after ``collection:`` when it has one."""
+    return f"{item['collection']}:{item['path']}" if "collection" in item else item["path"]
+
+
+def page_end(warnings: list[str], shown: str, reply: Mapping[str, Any]) -> None:
+    """On stderr, after a page of search or list: the warnings, what was shown, and how to read on."""
+    for warning in warnings:
         print(printable(f"note: {warning}"), file=sys.stderr)
     more = f"; more with --offset {reply['next_offset']}" if reply["has_more"] else ""
-    print(f"{len(reply['files'])} of {reply['total']:,} files{more}", file=sys.stderr)
-    return 0
+    print(f"{shown}{more}", file=sys.stderr)
 
 
 def cmd_status(config: ServerConfig, args: argparse.Namespace) -> int:

@@ -3,11 +3,9 @@ reports its measurements. No timing is asserted: a benchmark is not a test."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+from tests.test_bench import _load
 
 PAGE = """---
 title: About jobs
@@ -31,14 +29,6 @@ Use Receive-Job to read what a job wrote to its output.
 
 Wait-Job waits until the jobs are done, then returns them to the pipeline.
 """
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _sources(root: Path) -> tuple[Path, Path]:
