@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
@@ -63,7 +64,9 @@ async def test_replies_through_a_real_session(source: Path, tmp_path: Path) -> N
             assert result.content[0].text == compact(result.structured_content)  # no indentation
             return result.structured_content
 
-        reply = await call("search", {"query": "installer sudo"})
+        with anyio.fail_after(60):  # until the server's own first scan is done (the reply says "indexing" before)
+            while "indexing" in (reply := await call("search", {"query": "installer sudo"})):
+                await anyio.sleep(0.05)
         hit = reply["results"][0]
         assert hit["path"] == "guide/install.md" and hit["heading"] == "Install > Linux"
         # What says nothing is left out: the title is the heading's first part, no copies, not stale...
