@@ -41,6 +41,10 @@ CHUNK_FILES = 64
 CHUNK_BYTES = 1 << 20
 #: Loading runs at most this far ahead of the writer, so it goes on during a commit.
 READ_AHEAD_BYTES = 32 << 20
+#: Loader processes run this much nicer than the writer: the writer (SQLite's inserts, on one
+#: thread) is the scan's slowest stage, so when the cores are short it goes first, and loaders
+#: that are ahead wait; what else the user runs goes before the loaders too.
+LOADER_NICENESS = 5
 
 
 class Reading(NamedTuple):
@@ -59,13 +63,14 @@ def load_file(root: Path, rel: str, how: Reading) -> LoadedFile:
     """Read, extract or decode, and split one file; raise FileSkipped when it cannot or must not be indexed."""
     raw = read_regular_file(root, rel, how.max_bytes)
     content = file_content(rel, raw.data, how.notebook_outputs, max_text=how.max_bytes)
-    rows = sections(content)
+    rows = [
+        (s.start_line, s.end_line, s.heading, s.body, database.compress(s.body), said_key(s.body), database.outline_text(s.outline))
+        for s in sections(content)
+    ]
     return LoadedFile(
         path=rel, mtime_ns=raw.mtime_ns, size=raw.size, inode=raw.inode, ctime_ns=raw.ctime_ns, content_hash=raw.content_hash,
         read_at_ns=raw.read_at_ns, encoding=content.encoding, fallback_decoded=content.fallback_decoded, title=content.title,
-        sections=rows, compressed_bodies=[database.compress(section.body) for section in rows],
-        compressed_outlines=[database.outline_blob(section.outline) for section in rows],
-        said_keys=[said_key(section.body) for section in rows], sketch=sketch(content.text), tags=front_matter_tags(content.padded),
+        sections=rows, sketch=sketch(content.text), tags=front_matter_tags(content.padded),
     )
 
 
@@ -89,6 +94,7 @@ def run_loader() -> None:
     results to stdout, pickled, in order. A full pipe pauses it; a closed one (the writer's process
     is gone) ends it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the writer's process to handle
+    os.nice(LOADER_NICENESS)
     root, chunks, how = pickle.load(sys.stdin.buffer)
     out = sys.stdout.buffer
     try:
@@ -150,9 +156,7 @@ class _LoaderResults(pickle.Unpickler):
     """Unpickles what a loader process sends, which can only be these classes: nothing in a
     loader's output can make the writer's process construct anything else."""
 
-    ALLOWED = {
-        ("models", "LoadedFile"), ("models", "Section"), ("exceptions", "FileSkipped"),
-    }
+    ALLOWED = {("models", "LoadedFile"), ("exceptions", "FileSkipped")}
 
     def find_class(self, module: str, name: str) -> type:
         if (module, name) not in self.ALLOWED:
@@ -215,10 +219,11 @@ class _LoaderProcess:
 
 
 def _load_in_processes(root: Path, files: list[DiskFile], how: Reading) -> Iterator[LoadedFile | FileSkipped]:
-    """Load files in LOADER_PROCESSES processes, yielding results in the order of ``files``. Chunk k
-    goes to process k mod N, so order needs no sorting. If a process cannot start or dies (killed
-    for memory, say), the remaining files are loaded here."""
-    chunks = _chunks(files)
+    """Load files in LOADER_PROCESSES processes, yielding results in the order of ``files``. The
+    first chunk is loaded here while the processes start (the writer would only wait); after it,
+    chunk k goes to process k mod N, so order needs no sorting. If a process cannot start or dies
+    (killed for memory, say), the remaining files are loaded here."""
+    first, *chunks = _chunks(files)
     read_ahead = _ReadAhead()
     loaders: list[_LoaderProcess] = []
 
@@ -230,12 +235,15 @@ def _load_in_processes(root: Path, files: list[DiskFile], how: Reading) -> Itera
     count = min(LOADER_PROCESSES, len(chunks))
     try:
         for k in range(count):
-            share = [(number, paths, size) for number, (paths, size) in enumerate(chunks) if number % count == k]
+            share = [(number + 1, paths, size) for number, (paths, size) in enumerate(chunks) if number % count == k]
             loaders.append(_LoaderProcess(root, share, how, read_ahead))
     except OSError as exc:
         logger.warning("cannot start loader processes (%s); loading files in the writer's process", exc)
         stop_loaders()
     try:
+        read_ahead.take(0, first[1])
+        yield from load_chunk(root, first[0], how)
+        read_ahead.consumed(first[1])
         for number, (paths, size) in enumerate(chunks):
             result = loaders[number % count].next_result() if loaders else None
             if result is None:

@@ -29,8 +29,8 @@ DB_SUFFIX = ".sqlite3"
 #: (search puts the files a query names first); each file's sketch of its words stored (copies.py).
 #: 8: several sources in one index (keys after their names); front matter tags kept per file.
 #: 9: each section's outline stored (models.Section): hits name the heading span that answers in
-#: every format, in any row.
-INDEX_FORMAT = 9
+#: every format, in any row. 10: outlines stored as JSON text (zlib gained little on them).
+INDEX_FORMAT = 10
 
 
 class Source(NamedTuple):
@@ -206,6 +206,13 @@ class DiskFile(NamedTuple):
     ctime_ns: int
 
 
+#: A section as the index stores it: (start_line, end_line, heading, body, the body compressed
+#: (database.compress), its said key (sections.said_key: copies of a text share it, so a search
+#: groups them without reading their text), its outline as stored (database.outline_text)).
+#: A plain tuple: loader processes send thousands of them, and a tuple is the cheapest to pickle.
+StoredSection = tuple[int, int, str, str, bytes, bytes, str]
+
+
 @dataclass(frozen=True)
 class LoadedFile:
     """A file's decoded text split into sections, ready to be written."""
@@ -220,14 +227,8 @@ class LoadedFile:
     encoding: str
     fallback_decoded: bool
     title: str
-    sections: list[Section]
-    #: Each section's body compressed for storage; made by the loader, off the writer's path.
-    compressed_bodies: list[bytes]
-    #: Each section's outline (Section.outline) as stored (database.outline_blob); made by the loader too.
-    compressed_outlines: list[bytes]
-    #: Each section's said key (sections.said_key): copies of a text share it, so a search groups
-    #: them without reading their text.
-    said_keys: list[bytes]
+    #: Its sections as the index stores them (StoredSection), made by the loader, off the writer's path.
+    sections: list[StoredSection]
     #: The sketch of the file's words (copies.sketch): a search folds the files whose sketches say
     #: they are near-copies (versions of a page) into one result.
     sketch: bytes

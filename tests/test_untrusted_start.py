@@ -56,7 +56,7 @@ def test_loader_processes_import_nothing_from_the_working_directory_or_pythonpat
     monkeypatch.setenv("PYTHONSTARTUP", str(on_path / "json.py"))
     loaded = list(loader._load_in_processes(source, files, loader.Reading(1 << 20)))
     assert [item.path for item in loaded] == [disk.path for disk in files]
-    assert all(item.sections[0].body.startswith(f"# Note {n}") for n, item in enumerate(loaded))
+    assert all(item.sections[0][3].startswith(f"# Note {n}") for n, item in enumerate(loaded))
     assert not marker.exists(), f"planted code ran in a loader process: {marker.read_text()}"
 
 
