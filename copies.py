@@ -14,10 +14,9 @@ new models.INDEX_FORMAT.
 
 from __future__ import annotations
 
-import heapq
+import math
 import struct
 import zlib
-from collections import Counter
 from collections.abc import Iterator
 
 #: Hashes kept per text (4 bytes each): the estimate's standard error at a similarity s is about
@@ -69,8 +68,8 @@ def similarity(a: bytes, b: bytes) -> float:
 def _similarity(a: frozenset[int], b: frozenset[int]) -> float:
     if not a or not b:
         return 0.0
-    smallest = heapq.nsmallest(SKETCH_SIZE, a | b)
-    return sum(1 for h in smallest if h in a and h in b) / len(smallest)
+    smallest = sorted(a | b)[:SKETCH_SIZE]
+    return len((a & b).intersection(smallest)) / len(smallest)
 
 
 class Leaders:
@@ -92,9 +91,12 @@ class Leaders:
     def near(self, blob: bytes) -> Iterator[object]:
         """The keys of the groups whose leader the file sketched as ``blob`` is a near-copy of, best-ranked first."""
         hashes = _hashes(blob)
-        shared = Counter(n for h in hashes for n in self.holding.get(h, ()))
-        least = NEAR_COPY * min(SKETCH_SIZE, len(hashes))  # fewer shared hashes cannot reach NEAR_COPY
-        for n in sorted(n for n, count in shared.items() if count >= least):
+        least = math.ceil(NEAR_COPY * min(SKETCH_SIZE, len(hashes)))  # fewer shared hashes cannot reach NEAR_COPY
+        # A leader sharing ``least`` of the hashes lacks at most len - least of them, so it holds one
+        # of any len - least + 1: only the leaders holding those few are compared (a line common to
+        # many texts, such as a heading every reference page has, is held by most leaders).
+        probe = sorted(hashes)[:len(hashes) - least + 1]
+        for n in sorted({n for h in probe for n in self.holding.get(h, ())}):
             key, theirs = self.leaders[n]
-            if _similarity(hashes, theirs) >= NEAR_COPY:
+            if len(hashes & theirs) >= least and _similarity(hashes, theirs) >= NEAR_COPY:
                 yield key

@@ -1,0 +1,293 @@
+"""Review of the issue #25 speed change: what it must keep exactly as before.
+
+Near-copy folding (copies.Leaders.near, copies._similarity) against the logic it replaced, copied
+here; matching_texts' contentless temp table against the contentful one it replaced; the read-ahead
+budget of loader processes when the writer's process loads the first chunk; per-file tags replaced
+and removed; a damaged stored outline reported like a damaged body."""
+
+from __future__ import annotations
+
+import heapq
+import sqlite3
+import struct
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import copies
+import database
+import loader
+from exceptions import IndexUnavailableError
+from indexer import TextIndexer
+from models import DiskFile, ServerConfig
+from search import search
+from tests.conftest import write
+
+# ---- near-copy folding: the logic before the change, copied ----------------------------------
+
+
+def _old_similarity(a: frozenset[int], b: frozenset[int]) -> float:
+    if not a or not b:
+        return 0.0
+    smallest = heapq.nsmallest(copies.SKETCH_SIZE, a | b)
+    return sum(1 for h in smallest if h in a and h in b) / len(smallest)
+
+
+def _old_near(leaders: copies.Leaders, blob: bytes) -> list[object]:
+    hashes = copies._hashes(blob)
+    shared = Counter(n for h in hashes for n in leaders.holding.get(h, ()))
+    least = copies.NEAR_COPY * min(copies.SKETCH_SIZE, len(hashes))
+    return [
+        leaders.leaders[n][0]
+        for n in sorted(n for n, count in shared.items() if count >= least)
+        if _old_similarity(hashes, leaders.leaders[n][1]) >= copies.NEAR_COPY
+    ]
+
+
+def _blob(hashes: list[int]) -> bytes:
+    return struct.pack(f"<{len(hashes)}i", *hashes)
+
+
+#: Small pools of hashes, so sketches overlap a lot (near-copies and near-misses), and duplicates
+#: in a blob (two lines whose hashes share their top 32 bits) happen.
+_pool = st.sampled_from([-(1 << 31), -5, -1, 0, 1, 2, 3, 7, 100, (1 << 31) - 1] + list(range(1000, 1090)))
+_sketch = st.lists(_pool, max_size=copies.SKETCH_SIZE + 6)
+
+
+@settings(max_examples=400, deadline=None)
+@given(leaders=st.lists(_sketch, max_size=30), probes=st.lists(_sketch, min_size=1, max_size=8), mutate=st.integers(0, 10))
+def test_near_copies_are_folded_exactly_as_before(leaders: list[list[int]], probes: list[list[int]], mutate: int) -> None:
+    group = copies.Leaders()
+    for number, hashes in enumerate(leaders):
+        group.add(number, _blob(hashes))
+    # Probes that are leaders with a few hashes changed: the cases near the NEAR_COPY line.
+    for hashes in leaders[:3]:
+        probes.append(hashes[mutate:] + list(range(2000, 2000 + mutate)))
+        probes.append(hashes[: max(0, len(hashes) - mutate)])
+    for hashes in probes:
+        assert list(group.near(_blob(hashes))) == _old_near(group, _blob(hashes))
+
+
+@settings(max_examples=400, deadline=None)
+@given(a=_sketch, b=_sketch)
+def test_similarity_is_the_same_as_before(a: list[int], b: list[int]) -> None:
+    assert copies.similarity(_blob(a), _blob(b)) == _old_similarity(copies._hashes(_blob(a)), copies._hashes(_blob(b)))
+
+
+def test_near_copies_of_real_texts_are_folded_as_before() -> None:
+    lines = [f"line {n} of a page about topic {n % 13}" for n in range(300)]
+    texts = ["\n".join(lines[k : k + 70]) for k in range(0, 200, 3)] + ["\n".join(lines[:5]), "", "one line"]
+    group = copies.Leaders()
+    for number, text in enumerate(texts[::2]):
+        group.add(number, copies.sketch(text))
+    for text in texts:
+        assert list(group.near(copies.sketch(text))) == _old_near(group, copies.sketch(text))
+
+
+# ---- matching_texts: the contentless table against the contentful one it replaced -----------
+
+
+def _old_matching_texts(conn: sqlite3.Connection, texts: dict[int, tuple[str, str]], parts: list[str]) -> list[tuple[set[int], set[int]]]:
+    found = []
+    with database.snapshot(conn):
+        conn.execute("DELETE FROM temp.snippet_fts")
+        conn.executemany(
+            "INSERT INTO temp.snippet_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
+            [database._fts_row(rowid, "", heading, text) for rowid, (heading, text) in texts.items()],
+        )
+        for part in parts:
+            anywhere = conn.execute("SELECT rowid FROM temp.snippet_fts WHERE snippet_fts MATCH ?", (f"{{heading body}} : {part}",))
+            headed = conn.execute("SELECT rowid FROM temp.snippet_fts WHERE snippet_fts MATCH ?", (f"heading : {part}",))
+            found.append(({rowid for (rowid,) in anywhere}, {rowid for (rowid,) in headed}))
+    return found
+
+
+def _temp_tables() -> sqlite3.Connection:
+    """A connection with the temp tables reader() makes (the same statements)."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute(f'CREATE VIRTUAL TABLE IF NOT EXISTS temp.snippet_fts USING fts5(title, heading, body, tokenize="{database.TOKENIZER}")')
+    conn.execute(f'CREATE VIRTUAL TABLE IF NOT EXISTS temp.span_fts USING fts5(title, heading, body, content="", tokenize="{database.TOKENIZER}")')
+    return conn
+
+
+TEXTS = {
+    0: ("Install on Linux", "Run the installer. Then configure the service."),
+    1: ("Configure", "installing packages: apt install foo; configuration files live in /etc"),
+    2: ("获取子项", "获取子项目录列表 API接口 说明"),
+    3: ("", "running runners run quickly near the installer and far from configuration"),
+    4: ("Linux > Service", "service restart service stop"),
+    5: ("Über Ärger", "naïve café résumé"),
+    6: ("heading only words", ""),
+}
+PARTS = [
+    '"install"', "install*", "instal*", '"configure the service"', '"run" "installer"', 'NEAR("run" "installer", 2)',
+    'NEAR("run" "configuration", 3)', '"获取"', '"获" "取"', '"子项"', '"api" "接口"', '"linux"', '"service"', '"uber"', '"cafe"',
+    '"heading" "only"', '("install" OR "service")', '("install" NOT "linux")', '"running"', "ru*", '"nothingsuch"',
+]
+
+
+def test_span_matches_are_the_same_as_the_contentful_table_gave() -> None:
+    conn = _temp_tables()
+    assert database.matching_texts(conn, TEXTS, PARTS) == _old_matching_texts(conn, TEXTS, PARTS)
+
+
+_word = st.sampled_from(["run", "runs", "running", "install", "installer", "service", "获取", "子项", "api", "x1", "Über", "uber"])
+_text = st.lists(_word, max_size=8).map(" ".join)
+_part = st.one_of(
+    _word.map(lambda w: f'"{w}"'),
+    st.sampled_from(["run", "inst", "ser", "x"]).map(lambda w: f"{w}*"),
+    st.lists(_word, min_size=2, max_size=3).map(lambda ws: "\"" + " ".join(ws) + "\""),
+    st.tuples(_word, _word, st.integers(0, 4)).map(lambda t: f'NEAR("{t[0]}" "{t[1]}", {t[2]})'),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=st.lists(st.tuples(_text, _text), max_size=8), parts=st.lists(_part, min_size=1, max_size=5))
+def test_span_matches_are_the_same_on_random_texts(texts: list[tuple[str, str]], parts: list[str]) -> None:
+    conn = _temp_tables()
+    given_texts = dict(enumerate(texts))
+    assert database.matching_texts(conn, given_texts, parts) == _old_matching_texts(conn, given_texts, parts)
+
+
+def test_span_table_holds_nothing_from_an_earlier_or_failed_call_nor_inside_one_snapshot() -> None:
+    conn = _temp_tables()
+    with pytest.raises(sqlite3.OperationalError):
+        database.matching_texts(conn, {7: ("stale", "stale words")}, ['"stale"', "NEAR("])  # a syntax error halfway
+    assert database.matching_texts(conn, {1: ("fresh", "")}, ['"stale"', '"fresh"']) == [(set(), set()), ({1}, {1})]
+    with database.snapshot(conn):  # nested calls join one transaction: the second must not see the first's rows
+        assert database.matching_texts(conn, {7: ("stale", "")}, ['"stale"']) == [({7}, {7})]
+        assert database.matching_texts(conn, {8: ("", "other")}, ['"stale"', '"other"']) == [(set(), set()), ({8}, set())]
+
+
+def test_a_reader_connection_has_the_span_table_contentless_and_empty(config: ServerConfig, indexer: TextIndexer, source: Path) -> None:
+    write(source, "a.md", "# Alpha\n\nzqword here\n")
+    indexer.scan()
+    conn = database.reader(config.db_path)
+    assert database.matching_texts(conn, {3: ("Alpha", "zqword here")}, ['"zqword"']) == [({3}, set())]
+    assert conn.execute("SELECT count(*) FROM temp.span_fts").fetchone()[0] == 0
+    tables = {name for (name,) in conn.execute("SELECT name FROM temp.sqlite_master WHERE type = 'table'")}
+    assert "span_fts_content" not in tables  # contentless: no copy of the text is kept
+
+
+# ---- loading: every file once, in order, and the read-ahead budget kept -----------------------
+
+
+def _many(source: Path, count: int, size: int = 40) -> list[DiskFile]:
+    files = []
+    for n in range(count):
+        path = write(source, f"d{n % 5}/f{n:04d}.md", f"# File {n}\n\n" + f"rqword{n} " * size + "\n")
+        st_ = path.stat()
+        files.append(DiskFile(path.relative_to(source).as_posix(), st_.st_mtime_ns, st_.st_size, st_.st_ino, st_.st_ctime_ns))
+    return files
+
+
+@pytest.mark.parametrize("count", [1, 5, loader.CHUNK_FILES + 1, loader.CHUNK_FILES * 3 + 7])
+def test_loading_in_processes_yields_every_file_once_in_order(source: Path, count: int) -> None:
+    files = _many(source, count)
+    loaded = list(loader._load_in_processes(source, files, loader.Reading(1 << 20)))
+    assert [item.path for item in loaded] == [disk.path for disk in files]
+    assert all(item.sections[0][3].startswith(f"# File {int(item.path[-7:-3])}") for item in loaded)
+
+
+def test_a_dead_loader_process_leaves_its_files_to_the_writer(source: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    files = _many(source, loader.CHUNK_FILES * 4 + 3)
+    monkeypatch.setattr(loader, "LOADER_COMMAND", [loader.LOADER_COMMAND[0], "-c", "import sys; sys.exit(3)"])
+    loaded = list(loader._load_in_processes(source, files, loader.Reading(1 << 20)))
+    assert [item.path for item in loaded] == [disk.path for disk in files]
+
+
+def test_the_read_ahead_budget_is_balanced_after_a_load(source: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each chunk the writer consumes was first taken: after a load, nothing is held (used == 0).
+    The writer's process loads the first chunk itself and never takes it, yet consumed() subtracts
+    its bytes: the budget then lets loader processes run that much further ahead than READ_AHEAD_BYTES
+    (by up to max_file_size when the first chunk is one large file)."""
+    made: list[loader._ReadAhead] = []
+
+    class Recorded(loader._ReadAhead):
+        def __init__(self) -> None:
+            super().__init__()
+            made.append(self)
+
+    monkeypatch.setattr(loader, "_ReadAhead", Recorded)
+    files = _many(source, loader.CHUNK_FILES * 3 + 1)
+    list(loader._load_in_processes(source, files, loader.Reading(1 << 20)))
+    assert made and made[0].used == 0, f"{made[0].used} bytes of read-ahead budget left unbalanced"
+
+
+# ---- tags replaced and removed ----------------------------------------------------------------
+
+
+def _file_tags(config: ServerConfig) -> list[tuple[str, str]]:
+    conn = sqlite3.connect(config.db_path)
+    try:
+        return sorted(conn.execute("SELECT files.path, tag FROM file_tags JOIN files ON files.id = file_id"))
+    finally:
+        conn.close()
+
+
+def _orphan_tags(config: ServerConfig) -> int:
+    conn = sqlite3.connect(config.db_path)
+    try:
+        return conn.execute("SELECT count(*) FROM file_tags WHERE file_id NOT IN (SELECT id FROM files)").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_tags_are_replaced_removed_and_never_inherited_by_a_new_file(config: ServerConfig, indexer: TextIndexer, source: Path) -> None:
+    write(source, "a.md", "---\ntags: [one, two]\n---\n# A\n\ntext\n")
+    indexer.scan()
+    assert _file_tags(config) == [("a.md", "one"), ("a.md", "two")]
+    write(source, "a.md", "---\ntags: [Three]\n---\n# A\n\ntext changed\n")
+    indexer.scan()
+    assert _file_tags(config) == [("a.md", "three")]
+    write(source, "a.md", "# A\n\nno front matter now\n")
+    indexer.scan()
+    assert _file_tags(config) == []
+    write(source, "z.md", "---\ntags: [zed]\n---\n# Z\n\ntext\n")  # the largest id, then removed: its id is reused
+    indexer.scan()
+    (source / "z.md").unlink()
+    indexer.scan()
+    write(source, "y.md", "# Y\n\nuntagged\n")
+    indexer.scan()
+    assert _file_tags(config) == [] and _orphan_tags(config) == 0
+    (source / "y.md").unlink()
+    write(source, "x.md", "---\ntags: [ex]\n---\n# X\n")
+    write(source, "w.md", "# W\n")  # removal and additions in one scan
+    indexer.scan()
+    assert _file_tags(config) == [("x.md", "ex")] and _orphan_tags(config) == 0
+
+
+# ---- outlines as stored -----------------------------------------------------------------------
+
+
+def test_outlines_are_stored_as_json_text_and_read_back(config: ServerConfig, indexer: TextIndexer, source: Path) -> None:
+    write(source, "o.md", "# Top Ünïcode\n\nintro\n\n## Sub 子项\n\nzqbody words\n\n## Other\n\nmore\n")
+    indexer.scan()
+    conn = sqlite3.connect(config.db_path)
+    try:
+        outlines = [row[0] for row in conn.execute("SELECT outline FROM sections ORDER BY id")]
+    finally:
+        conn.close()
+    assert outlines and all(isinstance(outline, str) for outline in outlines)
+    reply = search(config.db_path, "zqbody", 5)
+    assert [hit["heading"] for hit in reply["results"]] == ["Top Ünïcode > Sub 子项"]
+
+
+@pytest.mark.parametrize("damage", ["'garbage'", "zeroblob(40)", "'[[1,1,\"x\"'"])
+def test_a_damaged_outline_is_reported_as_damage_like_a_damaged_body(config: ServerConfig, indexer: TextIndexer, source: Path, damage: str) -> None:
+    """Before the change a stored outline was zlib data: a damaged one failed decompress
+    (SectionDamaged), so search raised IndexUnavailableError and the index was rebuilt. As JSON
+    text, json.loads raises JSONDecodeError, which escapes search() as no known error and marks
+    nothing for a rebuild (see test_query_bounds' damaged body)."""
+    for n in range(3):
+        write(source, f"n{n}.md", f"# Head {n}\n\nintro\n\n## Sub {n}\n\nzqsharedqz note {n}\n")
+    indexer.scan()
+    damaged = sqlite3.connect(config.db_path)
+    damaged.execute(f"UPDATE sections SET outline = {damage}")
+    damaged.commit()
+    damaged.close()
+    with pytest.raises(IndexUnavailableError, match="damaged"):
+        search(config.db_path, "zqsharedqz", 10)
