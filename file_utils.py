@@ -222,7 +222,7 @@ def _walk_entries(
     to on_skip, and push the folders to enter onto ``stack``, last name first so that they are
     walked in name order."""
     file_filter, on_skip, prefix = walk.file_filter, walk.on_skip, folder.prefix
-    accepts_name, max_size = file_filter.accepts_name, file_filter.max_size_bytes
+    included, excluded, max_size = file_filter.included_extensions, file_filter.excluded_extensions, file_filter.max_size_bytes
     skip_hidden = not file_filter.include_hidden
     skip_own_files = folder.path == walk.index_real
     matcher = rules.matcher(prefix) if rules is not None else None
@@ -237,12 +237,13 @@ def _walk_entries(
         rel = prefix + name
         try:
             # The common case first, since a rescan meets it for every file: a regular file
-            # with an ASCII name the filter accepts, and no ignore rule that could match it
+            # with an ASCII name the filter accepts (FileFilter.accepts_name, inline), and no ignore rule that could match it
             # (ignore_rules._Prefilter.maybe, its C-level tests inline), needs only its stat. Whatever
             # this does not accept goes through _classify_entry, which runs every check and
             # reports why.
             if (
-                entry.is_file(follow_symlinks=False) and name.isascii() and accepts_name(name) and not skip_own_files
+                entry.is_file(follow_symlinks=False) and name.isascii() and not skip_own_files
+                and (lowered := name.lower()).endswith(included) and not lowered.endswith(excluded)
                 and not (skip_hidden and name[0] == ".")
                 and not (check_rules and (
                     name in f_names

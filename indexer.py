@@ -126,9 +126,9 @@ class FileScanner:
             indexed_at_ns = unmatched.pop(signature, None)
             if indexed_at_ns is None:
                 result.to_read.append(DiskFile._make(signature))
-            elif indexed_at_ns - max(signature[1], signature[4]) < RACY_WINDOW_NS:  # its mtime and ctime
+            elif indexed_at_ns - signature[1] < RACY_WINDOW_NS or indexed_at_ns - signature[4] < RACY_WINDOW_NS:  # its mtime, its ctime
                 result.to_verify.append(DiskFile._make(signature))
-            if signature[0] in watched:
+            if watched and signature[0] in watched:
                 found_under.update(folder for folder in folders if signature[0].startswith(folder))
         for folder in folders:
             replaced = not folder or result.mounts.get(folder) != recorded[folder]

@@ -61,6 +61,8 @@ _MAX_TAG_TOKENS = 10_000
 #: A key whose value holds tags, in any case as for the title: "tags" (Jekyll, Hugo, Obsidian),
 #: "tag" (Obsidian) and "keywords" (Hugo); YAML ends a key at a colon before a space or the line's end.
 _TAG_KEY = re.compile(r"(?:[Tt][Aa][Gg][Ss]?|[Kk][Ee][Yy][Ww][Oo][Rr][Dd][Ss])[^\S\n]*:(?=\s|$)")
+#: A line that starts with such a key, at any indent: a front matter without one has no tags.
+_ANY_TAG_KEY = re.compile(r"\n *" + _TAG_KEY.pattern)
 #: A block sequence's item: a dash before a space or the line's end.
 _TAG_ITEM = re.compile(r"-(?:\s|$)")
 #: A value's tokens: spaces (newlines too), a double-quoted and a single-quoted string closed on its
@@ -205,7 +207,7 @@ def front_matter_tags(padded: str) -> tuple[str, ...]:
     if padded.startswith("\n\ufeff"):
         padded = "\n" + padded[2:]
     found = _FRONT_MATTER.match(padded)
-    if not found or found[1] is None:
+    if not found or found[1] is None or not _ANY_TAG_KEY.search(found[1]):
         return ()
     reader = _TagReader()
     lines = found[1].split("\n")[1:]  # the fields start with the newline of their first line

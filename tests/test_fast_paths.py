@@ -1,4 +1,4 @@
-"""Review of the issue #25 speed change: what it must keep exactly as before.
+"""Fast paths that must give exactly what the code they replaced gave, and the bounds they keep.
 
 Near-copy folding (copies.Leaders.near, copies._similarity) against the logic it replaced, copied
 here; matching_texts' contentless temp table against the contentful one it replaced; the read-ahead
