@@ -15,7 +15,7 @@ import stat
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -367,7 +367,8 @@ class TextIndexer:
         self._announce(walked.changes, on_progress)
         changes = walked.changes
         removed = self._remove(changes.to_remove, on_progress)
-        outcome = self._index_files(changes.to_read + changes.to_verify, on_progress)
+        indexed = {path for path, *_ in stored.signatures} if changes.to_read or changes.to_verify else frozenset()
+        outcome = self._index_files(changes.to_read + changes.to_verify, on_progress, indexed)
         skipped = changes.skipped + outcome.skipped
         problems = [(path, reason, detail) for path, reason, detail in skipped if reason in ERROR_REASONS]
         new_problems = sum(1 for path, reason, _ in problems if (path, reason) not in stored.known_problems)
@@ -508,8 +509,10 @@ class TextIndexer:
                 on_progress(self.progress)
         return len(to_remove)
 
-    def _index_files(self, files: list[DiskFile], on_progress: Callable[[ScanProgress], None] | None) -> _Outcome:
-        outcome = _Outcome()
+    def _index_files(
+        self, files: list[DiskFile], on_progress: Callable[[ScanProgress], None] | None, indexed: Container[str]
+    ) -> _Outcome:
+        outcome = _Outcome(indexed)
         loaded = load_files(self.config.source_directory, files, reading(self.config))
         try:
             for first in loaded:
@@ -553,7 +556,7 @@ class TextIndexer:
         self._record_progress()
 
     def _write_one(self, item: LoadedFile | FileSkipped, outcome: _Outcome) -> None:
-        current = self.writer.stored_file(item.path)
+        current = self.writer.stored_file(item.path) if item.path in outcome.indexed else None
         if isinstance(item, FileSkipped):
             if current is not None and item.reason not in KEEP_REASONS:
                 self.writer.remove_file(current.file_id)
@@ -727,6 +730,9 @@ class _Walked(NamedTuple):
 
 @dataclass
 class _Outcome:
+    #: The paths the index held when the scan began (the scan holds the write lock): a file not
+    #: among them is new, and is written without looking for its row first.
+    indexed: Container[str] = field(default_factory=frozenset)
     written: int = 0
     verified: int = 0
     #: Indexed files found deleted when they were to be read again: removed.
