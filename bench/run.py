@@ -293,7 +293,8 @@ async def measure_mcp(corpus: Path, index_dir: Path, work: Path, queries: dict, 
 
 
 async def _change_one_file(client, corpus: Path, changes: int) -> dict:
-    rel = sorted(rel for rel, _ in floor.walk(str(corpus)) if rel.endswith(".md"))[0]
+    # Hidden files and folders (.github/...) are not indexed by default: the file changed must be.
+    rel = sorted(rel for rel, _ in floor.walk(str(corpus)) if rel.endswith(".md") and not any(part.startswith(".") for part in rel.split("/")))[0]
     path = corpus / rel
     original = path.read_bytes()
     samples = []
