@@ -41,10 +41,6 @@ CHUNK_FILES = 64
 CHUNK_BYTES = 1 << 20
 #: Loading runs at most this far ahead of the writer, so it goes on during a commit.
 READ_AHEAD_BYTES = 32 << 20
-#: Loader processes run this much nicer than the writer: the writer (SQLite's inserts, on one
-#: thread) is the scan's slowest stage, so when the cores are short it goes first, and loaders
-#: that are ahead wait; what else the user runs goes before the loaders too.
-LOADER_NICENESS = 5
 
 
 class Reading(NamedTuple):
@@ -94,7 +90,6 @@ def run_loader() -> None:
     results to stdout, pickled, in order. A full pipe pauses it; a closed one (the writer's process
     is gone) ends it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the writer's process to handle
-    os.nice(LOADER_NICENESS)
     root, chunks, how = pickle.load(sys.stdin.buffer)
     out = sys.stdout.buffer
     try:
