@@ -1,98 +1,152 @@
 """Where indexing CPU goes, stage by stage, on the same files: the evidence behind the index ratio.
 
-    python bench/breakdown.py CORPUS_DIR
+    python bench/breakdown.py CORPUS_DIR [--runs N]
 
-Each stage runs alone on one thread and is timed in process CPU seconds (less sensitive to a busy
-machine than wall time): the daemon's read+hash, decode, split and compress, its SQLite writes
-(FTS rows for sections, the compressed section table), the same text inserted as one FTS row per
-file, and the whole floor (bench/floor.py). Databases go to a temporary directory.
+Each stage of loader.load_file (read and hash, decode and find headings, split, compress, said
+keys, outlines, sketch, tags), the pickling that carries a chunk of loaded files from a loader
+process to the writer and back, and the writer's own work (IndexWriter.upsert_file per file, its
+FTS5 insert alone, the commits) runs on one thread and is timed in process CPU seconds (less
+sensitive to a busy machine than wall time), beside the whole floor (bench/floor.py). With
+``--runs N`` each figure is the least of N runs. Databases go to a temporary directory.
 """
 
 from __future__ import annotations
 
+import argparse
+import io
 import os
+import pickle
 import sqlite3
 import sys
 import tempfile
 import time
+from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 BENCH = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH.parent), str(BENCH)]
 
 import database  # noqa: E402
 import floor  # noqa: E402
+from copies import sketch  # noqa: E402
+from database import IndexWriter  # noqa: E402
 from exceptions import FileSkipped  # noqa: E402
-from file_utils import decode_text, read_regular_file  # noqa: E402
-from indexer import BATCH_BYTES  # noqa: E402
-from sections import split_sections  # noqa: E402
+from file_utils import read_regular_file  # noqa: E402
+from indexer import BATCH_BYTES, BATCH_FILES  # noqa: E402
+from loader import CHUNK_FILES, _LoaderResults  # noqa: E402
+from markup import front_matter_tags  # noqa: E402
+from models import LoadedFile  # noqa: E402
+from sections import file_content, said_key, sections  # noqa: E402
+
+_T = TypeVar("_T")
+LOADER, WRITER = "loader", "writer"
 
 
+class Stages:
+    """CPU seconds per (side, stage)."""
 
-def cpu(fn) -> tuple[float, object]:
-    start = time.process_time()
-    result = fn()
-    return time.process_time() - start, result
+    def __init__(self) -> None:
+        self.seconds: dict[tuple[str, str], float] = defaultdict(float)
+
+    def timed(self, side: str, stage: str, fn: Callable[[], _T]) -> _T:
+        start = time.process_time()
+        result = fn()
+        self.seconds[(side, stage)] += time.process_time() - start
+        return result
 
 
-def main() -> None:
-    root = Path(sys.argv[1]).resolve()
-    paths = sorted(rel for rel, _ in floor.walk(str(root)) if rel.lower().endswith(floor.INCLUDED))
-    stages = dict.fromkeys(("read+hash", "decode", "split", "compress"), 0.0)
+def load(root: Path, rel: str, stages: Stages) -> LoadedFile:
+    """loader.load_file, a stage at a time."""
+    raw = stages.timed(LOADER, "read and hash", lambda: read_regular_file(root, rel, 10 << 20))
+    content = stages.timed(LOADER, "decode, headings, title", lambda: file_content(rel, raw.data))
+    split = stages.timed(LOADER, "split into sections", lambda: sections(content))
+    stored = stages.timed(LOADER, "compress", lambda: [database.compress(s.body) for s in split])
+    said = stages.timed(LOADER, "said keys", lambda: [said_key(s.body) for s in split])
+    outlines = stages.timed(LOADER, "outlines", lambda: [database.outline_text(s.outline) for s in split])
+    sketched = stages.timed(LOADER, "sketch", lambda: sketch(content.text))
+    tags = stages.timed(LOADER, "tags", lambda: front_matter_tags(content.padded))
+    rows = [(s.start_line, s.end_line, s.heading, s.body, *more) for s, *more in zip(split, stored, said, outlines)]
+    return LoadedFile(
+        path=rel, mtime_ns=raw.mtime_ns, size=raw.size, inode=raw.inode, ctime_ns=raw.ctime_ns, content_hash=raw.content_hash,
+        read_at_ns=raw.read_at_ns, encoding=content.encoding, fallback_decoded=content.fallback_decoded, title=content.title,
+        sections=rows, sketch=sketched, tags=tags,
+    )
+
+
+def carry(loaded: list[LoadedFile], stages: Stages) -> None:
+    """Pickle chunks as a loader process sends them, and unpickle them as the writer reads them."""
+    for start in range(0, len(loaded), CHUNK_FILES):
+        blob = stages.timed(LOADER, "pickle a chunk", lambda: pickle.dumps(loaded[start:start + CHUNK_FILES], pickle.HIGHEST_PROTOCOL))
+        stages.timed(WRITER, "unpickle a chunk", lambda: _LoaderResults(io.BytesIO(blob)).load())
+
+
+def write(loaded: list[LoadedFile], db: Path, stages: Stages) -> None:
+    """IndexWriter.upsert_file of every file, in batches as the indexer makes them."""
+    writer = IndexWriter(db)
+    try:
+        done = 0
+        while done < len(loaded):
+            batch, size = [], 0
+            while done < len(loaded) and len(batch) < BATCH_FILES and size < BATCH_BYTES:
+                batch.append(loaded[done])
+                size += loaded[done].size
+                done += 1
+            stages.timed(WRITER, "BEGIN", lambda: writer.conn.execute("BEGIN IMMEDIATE"))
+            for item in batch:
+                stages.timed(WRITER, "upsert_file (all its SQL)", lambda: writer.upsert_file(item, None))
+            stages.timed(WRITER, "COMMIT", lambda: writer.conn.execute("COMMIT"))
+    finally:
+        writer.close()
+
+
+def fts_alone(loaded: list[LoadedFile], db: Path, stages: Stages) -> None:
+    """The FTS5 insert of the same rows into a table of its own: the part of upsert_file that is FTS5's."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute(f"CREATE VIRTUAL TABLE f USING fts5(title, heading, body, content='', tokenize=\"{database.TOKENIZER}\")")
+    conn.execute("INSERT INTO f (f, rank) VALUES ('hashsize', ?)", (database.FTS_HASH_BYTES,))
+    conn.execute("BEGIN")
+    for number, item in enumerate(loaded, start=1):
+        rows = [(database.section_id(number, n), item.title, s[2], s[3]) for n, s in enumerate(item.sections)]
+        stages.timed(WRITER, "  of which the FTS5 insert", lambda: conn.executemany("INSERT INTO f (rowid, title, heading, body) VALUES (?, ?, ?, ?)", rows))
+    stages.timed(WRITER, "  of which the FTS5 insert", lambda: conn.execute("COMMIT"))
+    conn.close()
+
+
+def one_run(root: Path, paths: list[str]) -> tuple[Stages, int, int]:
+    stages = Stages()
     loaded = []
     for rel in paths:
         try:
-            seconds, raw = cpu(lambda: read_regular_file(root, rel, 10 << 20))
-            stages["read+hash"] += seconds
-            seconds, (text, _, _) = cpu(lambda: decode_text(rel, raw.data))
-            stages["decode"] += seconds
+            loaded.append(load(root, rel, stages))
         except FileSkipped:
             continue
-        seconds, (title, sections) = cpu(lambda: split_sections(text, rel))
-        stages["split"] += seconds
-        seconds, bodies = cpu(lambda: [database.compress(s.body) for s in sections])
-        stages["compress"] += seconds
-        loaded.append((text, title, sections, bodies))
+    carry(loaded, stages)
     with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+        write(loaded, Path(tmp) / "index.sqlite3", stages)
+        fts_alone(loaded, Path(tmp) / "fts.sqlite3", stages)
+        stages.timed("floor", "whole bench/floor.py", lambda: floor.build(str(root), os.path.join(tmp, "floor.db")))
+    return stages, len(loaded), sum(len(item.sections) for item in loaded)
 
-        def write(name: str, schema: str, rows) -> float:
-            """Rows into a fresh table, a transaction per BATCH_BYTES of text as in the daemon."""
-            conn = sqlite3.connect(os.path.join(tmp, name), isolation_level=None)
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute(schema)
-            if "fts5" in schema:
-                conn.execute("INSERT INTO f (f, rank) VALUES ('hashsize', ?)", (database.FTS_HASH_BYTES,))
-            start = time.process_time()
-            batch_bytes = 0
-            conn.execute("BEGIN")
-            for file_no, item in enumerate(loaded, start=1):
-                rows(conn, file_no, *item)
-                batch_bytes += len(item[0])
-                if batch_bytes >= BATCH_BYTES:
-                    conn.execute("COMMIT")
-                    conn.execute("BEGIN")
-                    batch_bytes = 0
-            conn.execute("COMMIT")
-            conn.close()
-            return time.process_time() - start
 
-        fts = f"CREATE VIRTUAL TABLE f USING fts5(title, heading, body, content='', tokenize=\"{database.TOKENIZER}\")"
-        stages["fts insert, section rows"] = write("sections.db", fts, lambda c, n, text, title, sections, bodies: c.executemany(
-            "INSERT INTO f (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
-            [(database.section_id(n, i), title, s.heading, s.body) for i, s in enumerate(sections)]))
-        stages["fts insert, file rows"] = write("files.db", fts, lambda c, n, text, title, sections, bodies: c.execute(
-            "INSERT INTO f (rowid, title, heading, body) VALUES (?, ?, '', ?)", (n, title, text)))
-        stages["section table insert"] = write(
-            "blobs.db", "CREATE TABLE s (id INTEGER PRIMARY KEY, a, b, heading, body)",
-            lambda c, n, text, title, sections, bodies: c.executemany(
-                "INSERT INTO s VALUES (?, ?, ?, ?, ?)",
-                [(database.section_id(n, i), s.start_line, s.end_line, s.heading, b) for i, (s, b) in enumerate(zip(sections, bodies))]))
-        stages["floor (whole bench/floor.py)"], _ = cpu(lambda: floor.build(str(root), os.path.join(tmp, "floor.db")))
-    rows = sum(len(item[2]) for item in loaded)
-    print(f"{len(loaded)} files, {rows} sections ({rows / max(len(loaded), 1):.1f} per file), load {os.getloadavg()[0]:.2f}")
-    for name, seconds in stages.items():
-        print(f"  {name:<32}{seconds:8.2f} s CPU")
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("corpus", type=Path)
+    parser.add_argument("--runs", type=int, default=1)
+    args = parser.parse_args()
+    root = args.corpus.resolve()
+    paths = sorted(rel for rel, _ in floor.walk(str(root)) if rel.lower().endswith(floor.INCLUDED))
+    runs = [one_run(root, paths) for _ in range(args.runs)]
+    least = {key: min(stages.seconds[key] for stages, _, _ in runs) for key in runs[0][0].seconds}
+    _, files, rows = runs[0]
+    print(f"{files} files, {rows} sections ({rows / max(files, 1):.1f} per file); least of {args.runs} run(s); load {os.getloadavg()[0]:.2f}")
+    for side in (LOADER, WRITER, "floor"):
+        total = sum(seconds for (s, stage), seconds in least.items() if s == side and not stage.startswith("  "))
+        print(f"{side}: {total:.2f} s CPU")
+        for (s, stage), seconds in least.items():
+            if s == side:
+                print(f"  {stage:<34}{seconds:8.3f} s")
 
 
 if __name__ == "__main__":

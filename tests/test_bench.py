@@ -46,3 +46,22 @@ def test_harness_reports_every_measurement(tmp_path: Path) -> None:
             assert set(query[column]) >= {"p50", "p95", "p99"}, (name, column)
     assert (corpus / report["changed_file"]["file"]).read_bytes() == (again / report["changed_file"]["file"]).read_bytes()
     run.print_table(report)
+
+    alternate = _load("alternate")  # what it reads of each round's report is there
+    found = alternate.figures(report)
+    assert {"index / floor", "rescan / floor", "median over kinds, p50 / floor", "median over kinds, MCP p50 / floor"} <= set(found)
+    assert all(f"{kind} MCP p50 / floor" in found for kind in run.QUERY_CLASSES)
+    assert "index / floor" in alternate.summary({"this": [report, report]})
+
+
+def test_breakdown_times_every_stage(tmp_path: Path) -> None:
+    make_corpus, breakdown = _load("make_corpus"), _load("breakdown")
+    make_corpus.write_corpus(tmp_path / "corpus", 40, seed=5)
+    paths = sorted(path.relative_to(tmp_path / "corpus").as_posix() for path in (tmp_path / "corpus").rglob("*") if path.is_file())
+
+    stages, files, rows = breakdown.one_run(tmp_path / "corpus", paths)
+
+    assert 0 < files <= 40 and rows >= files
+    names = {stage for _, stage in stages.seconds}
+    assert {"read and hash", "split into sections", "compress", "sketch", "pickle a chunk", "unpickle a chunk",
+            "upsert_file (all its SQL)", "  of which the FTS5 insert", "COMMIT", "whole bench/floor.py"} <= names
