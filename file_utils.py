@@ -22,7 +22,7 @@ import re
 import stat
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
@@ -489,11 +489,32 @@ def ignored_by_rules(root: Path, parts: list[str], file_filter: FileFilter, is_d
         os.close(fd)
 
 
-def disk_signature(root: Path, rel: str) -> Signature | None:
-    """The Signature the walk would record for the file at ``rel`` now (an lstat with no link
-    followed on the way), or None if there is no regular file there any more."""
+def disk_signatures(root: Path, rels: Iterable[str]) -> dict[str, Signature | None]:
+    """The Signature the walk would record now for each file ``rels`` names below ``root`` (an
+    lstat with no link followed on the way), or None where there is no regular file any more.
+    Each folder is opened once, however many of the files are in it."""
+    by_folder: dict[str, list[str]] = {}
+    for rel in rels:
+        by_folder.setdefault(rel.rpartition("/")[0], []).append(rel)
+    found: dict[str, Signature | None] = {}
+    for folder, in_folder in by_folder.items():
+        try:
+            fd = open_in_source(root, folder or ".", _PATH_FLAGS)
+        except OSError:
+            found.update(dict.fromkeys(in_folder))
+            continue
+        try:
+            found.update((rel, _signature_in(fd, rel)) for rel in in_folder)
+        finally:
+            os.close(fd)
+    return found
+
+
+def _signature_in(dir_fd: int, rel: str) -> Signature | None:
+    """disk_signatures of one file, by its name in the open folder ``dir_fd``."""
     try:
-        st = lstat_in_source(root, rel)
+        _refuse_climbing(rel)
+        st = os.stat(rel.rpartition("/")[2], dir_fd=dir_fd, follow_symlinks=False)
     except OSError:
         return None
     if not stat.S_ISREG(st.st_mode):

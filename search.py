@@ -28,7 +28,7 @@ import copies
 import database
 from config import USABLE_CPUS
 from exceptions import ArgumentError, Cancelled, IndexUnavailableError, QueryError
-from file_utils import disk_signature, has_surrogates
+from file_utils import disk_signatures, has_surrogates
 from filters import NO_FILTERS, Filters, search_scope
 from models import QueryReading, SearchHit, SearchReply, ServerConfig
 from query import (
@@ -302,13 +302,19 @@ def _first_groups(
 
 def _outdated(freshness: Freshness | None, sections: dict[int, dict]) -> tuple[set[int], set[int]]:
     """The sections (rowids) whose file is gone from disk, and those whose file changed since it
-    was indexed: one stat per file (file_utils.disk_signature), nothing if not asked to check."""
+    was indexed: one stat per file (file_utils.disk_signatures), nothing if not asked to check."""
     gone: set[int] = set()
     changed: set[int] = set()
     if freshness is None:
         return gone, changed
+    places = {rowid: freshness.place(str(section["path"])) for rowid, section in sections.items()}
+    by_root: dict[Path, set[str]] = {}
+    for root, rel in places.values():
+        by_root.setdefault(root, set()).add(rel)
+    on_disk = {root: disk_signatures(root, rels) for root, rels in by_root.items()}
     for rowid, section in sections.items():
-        now = disk_signature(*freshness.place(str(section["path"])))
+        root, rel = places[rowid]
+        now = on_disk[root][rel]
         if now is None:
             gone.add(rowid)
         elif now[1:] != section["signature"][1:]:  # its path is the key, and the disk's is in its source

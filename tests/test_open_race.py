@@ -20,7 +20,7 @@ import pytest
 import file_utils
 from documents import read_document
 from exceptions import ArgumentError, FileSkipped, UnsafePathError
-from file_utils import FileFilter, check_single_file, disk_signature, read_regular_file, resolve_user_path, walk_source
+from file_utils import FileFilter, check_single_file, disk_signatures, read_regular_file, resolve_user_path, walk_source
 from models import ServerConfig
 from watcher import SourceWatcher
 from tests.conftest import write
@@ -207,8 +207,11 @@ def test_one_file_checks_follow_no_link(source: Path, outside: Path, tmp_path: P
     with pytest.raises(FileSkipped) as caught:
         check_single_file(source, "dir/note.md", file_filter)
     assert caught.value.reason == "vanished" and "changed while being read" in caught.value.detail
-    assert disk_signature(source, "dir/note.md") is None
-    assert disk_signature(source, "out.md") is None
+    (source / "real").mkdir()
+    (source / "real" / "kept.md").write_text("kept")
+    found = disk_signatures(source, ["dir/note.md", "out.md", "real/kept.md", "real/../out.md", "gone/x.md"])
+    assert found["dir/note.md"] is None and found["out.md"] is None and found["real/../out.md"] is None and found["gone/x.md"] is None
+    assert found["real/kept.md"] is not None and found["real/kept.md"][2] == 4
 
 
 def test_refusals_name_no_absolute_or_outside_path(source: Path, outside: Path, tmp_path: Path) -> None:
