@@ -1566,14 +1566,12 @@ def best_with_feedback(
 def index_counts(conn: sqlite3.Connection, prefix: str = "") -> dict[str, object]:
     """Numbers for status: files, FTS rows, fallback-decoded files, skip counts, meta values; of
     the files whose keys start with ``prefix`` (one source's) if given."""
-    if prefix:
-        files, fallback, sections = conn.execute(
-            "SELECT count(*), coalesce(sum(fallback_decoded), 0), coalesce(sum(section_count), 0) FROM files"
-            " WHERE path >= ? AND path < ?", (prefix, prefix + "\U0010ffff"),
-        ).fetchone()
-    else:
-        files, fallback = conn.execute("SELECT count(*), coalesce(sum(fallback_decoded), 0) FROM files").fetchone()
-        sections = conn.execute("SELECT count(*) FROM sections").fetchone()[0]
+    # The files table's section counts, not count(*) of sections: that reads every page of the
+    # stored text (50 ms at 25k files).
+    within, values = (" WHERE path >= ? AND path < ?", (prefix, prefix + "\U0010ffff")) if prefix else ("", ())
+    files, fallback, sections = conn.execute(
+        f"SELECT count(*), coalesce(sum(fallback_decoded), 0), coalesce(sum(section_count), 0) FROM files{within}", values,
+    ).fetchone()
     meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
     return {"indexed_files": files, "total_documents": sections, "fallback_decoded_files": fallback, "meta": meta}
 
