@@ -237,8 +237,8 @@ def _rank_enough(
         # Fewer texts than asked for: copies and deleted files took places. Rank further.
         lost = len(loaded.sections) - len(groups)
         if len(ranked) < window:
-            if need >= wanted + 1 + lost:
-                break  # the ranking has no more files
+            if need >= wanted + 1 + lost or not plan.broad or plan.question:
+                break  # the ranking has no more files (only keywords' broad pass looks further when more are needed)
             need = wanted + 1 + lost  # keywords: files with only some of the words may follow
         else:
             window = min(MAX_RANKED_FILES, max(2 * window, (wanted + 1) * len(loaded.sections) // max(1, len(groups))))
