@@ -210,6 +210,8 @@ class TextIndexer:
         self._expected: dict[str, str] = {}
         #: Set when a reader saw the index fail; the next scan checks the file and rebuilds it if damaged.
         self.damage_suspected = False
+        #: While a scan runs: the paths a refresh between its steps wrote (see _Outcome.refreshed).
+        self._refreshed_in_scan: set[str] | None = None
         #: What this process's watcher reports; each scan records it in the meta (see record_watching).
         self.watching: WatchState | None = None
         #: Why the last write to the index failed (SQLite's message: a full disk, say): status says
@@ -360,6 +362,13 @@ class TextIndexer:
         return {"success": False, "files_processed": self.progress.files_done, "files_removed": 0, "errors": [problem[:MAX_ERROR_CHARS]]}
 
     def _scan(self, on_progress: Callable[[ScanProgress], None] | None) -> RefreshReply:
+        self._refreshed_in_scan = set()
+        try:
+            return self._scan_steps(on_progress)
+        finally:
+            self._refreshed_in_scan = None
+
+    def _scan_steps(self, on_progress: Callable[[ScanProgress], None] | None) -> RefreshReply:
         self.openings_seen = self.writer.openings
         self._start_progress()
         stored = self._stored_state()
@@ -512,7 +521,7 @@ class TextIndexer:
     def _index_files(
         self, files: list[DiskFile], on_progress: Callable[[ScanProgress], None] | None, indexed: Container[str]
     ) -> _Outcome:
-        outcome = _Outcome(indexed)
+        outcome = _Outcome(indexed, self._refreshed_in_scan if self._refreshed_in_scan is not None else set())
         loaded = load_files(self.config.source_directory, files, reading(self.config))
         try:
             for first in loaded:
@@ -556,7 +565,8 @@ class TextIndexer:
         self._record_progress()
 
     def _write_one(self, item: LoadedFile | FileSkipped, outcome: _Outcome) -> None:
-        current = self.writer.stored_file(item.path) if item.path in outcome.indexed else None
+        known = item.path in outcome.indexed or item.path in outcome.refreshed
+        current = self.writer.stored_file(item.path) if known else None
         if isinstance(item, FileSkipped):
             if current is not None and item.reason not in KEEP_REASONS:
                 self.writer.remove_file(current.file_id)
@@ -581,6 +591,8 @@ class TextIndexer:
     def refresh_files(self, rels: Sequence[str], cancelled: Callable[[], bool] | None = None) -> RefreshReply:
         """Index these files (source keys) now, or remove the ones that are gone, in one transaction."""
         with self.writer.write_lock.held(self._waiting_for, self._stop_check(cancelled)):
+            if self._refreshed_in_scan is not None:  # between a scan's steps: it must look these up
+                self._refreshed_in_scan.update(rels)
             for rel in rels:
                 self._check_recorded_folders(rel)
             loaded = [self._read_now(rel) for rel in rels]
@@ -730,9 +742,11 @@ class _Walked(NamedTuple):
 
 @dataclass
 class _Outcome:
-    #: The paths the index held when the scan began (the scan holds the write lock): a file not
-    #: among them is new, and is written without looking for its row first.
+    #: The paths the index held when the scan began (it holds the write lock, which a refresh in
+    #: this process may still take between its steps: those paths are in ``refreshed``). A file in
+    #: neither is new, and is written without looking for its row first.
     indexed: Container[str] = field(default_factory=frozenset)
+    refreshed: Container[str] = field(default_factory=frozenset)
     written: int = 0
     verified: int = 0
     #: Indexed files found deleted when they were to be read again: removed.
