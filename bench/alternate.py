@@ -22,11 +22,9 @@ import sys
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
 
-
-def spinning() -> subprocess.Popen:
-    """A process that keeps one core busy until it is killed."""
-    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+from index_cpu import spinning  # noqa: E402
 
 
 def run_once(code: Path, corpus: Path, work: Path, only: str, repeat: int) -> dict:
