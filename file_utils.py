@@ -237,8 +237,9 @@ def _walk_entries(
         rel = prefix + name
         try:
             # The common case first, since a rescan meets it for every file: a regular file
-            # with an ASCII name the filter accepts (FileFilter.accepts_name, inline), and no ignore rule that could match it
-            # (ignore_rules._Prefilter.maybe, its C-level tests inline), needs only its stat. Whatever
+            # with an ASCII name the filter accepts (FileFilter.accepts_name, inline), and no
+            # ignore rule that could match it (ignore_rules._Prefilter.maybe, its C-level tests
+            # inline), needs only its stat. Whatever
             # this does not accept goes through _classify_entry, which runs every check and
             # reports why.
             if (
