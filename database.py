@@ -538,6 +538,12 @@ def decompress(blob: bytes) -> str:
         raise SectionDamaged(f"a section's stored text is damaged ({exc})") from None
 
 
+def starting_with(prefix: str) -> tuple[str, str]:
+    """(low, high) such that ``low <= text < high`` holds for the texts that start with ``prefix``,
+    so that an index on the column finds them (but one going on with U+10FFFF itself)."""
+    return prefix, prefix + "\U0010ffff"
+
+
 def section_id(file_id: int, n: int) -> int:
     return (file_id << SECTION_BITS) | n
 
@@ -873,7 +879,7 @@ class SourceWriter:
         self.base.upsert_file(dataclasses.replace(loaded, path=self.prefix + loaded.path), file_id)
 
     def replace_skipped(self, skipped: Iterable[tuple[str, str, str, str | None]]) -> None:
-        self.base.conn.execute("DELETE FROM skipped WHERE path >= ? AND path < ?", (self.prefix, self.prefix + "\U0010ffff"))
+        self.base.conn.execute("DELETE FROM skipped WHERE path >= ? AND path < ?", starting_with(self.prefix))
         self.base.conn.executemany(
             "INSERT OR REPLACE INTO skipped (path, reason, detail, signature) VALUES (?, ?, ?, ?)",
             ((self.prefix + path, *rest) for path, *rest in skipped),
@@ -1220,7 +1226,7 @@ def file_condition(
     None: open), holding every one of ``tags``. ``alternatives``: (prefix, glob, pattern) rules a
     path must pass one of (the sources of a search over several), checked last."""
     conditions = ["files.path >= ?", "files.path < ?"]
-    values: list[object] = [prefix, prefix + "\U0010ffff"]
+    values: list[object] = [*starting_with(prefix)]
     if glob is not None:
         conditions.append("files.path GLOB ?")
         values.append(glob)
@@ -1325,7 +1331,7 @@ def terms_starting(conn: sqlite3.Connection, start: str, lengths: tuple[int, int
     is within ``lengths`` (inclusive). Stems that are not UTF-8 are left out: see _stem_text."""
     rows = conn.execute(
         "SELECT CAST(term AS BLOB), doc FROM temp.sections_vocab WHERE term >= ? AND term < ? AND length(term) BETWEEN ? AND ?",
-        (start, start + "\U0010ffff", *lengths),
+        (*starting_with(start), *lengths),
     )
     return [(text, count) for text, count in ((_stem_text(term), count) for term, count in rows) if "\ufffd" not in text]
 
@@ -1403,7 +1409,7 @@ def paths_near(conn: sqlite3.Connection, path: str, most: int) -> list[str]:
         f"SELECT path FROM (SELECT path FROM files WHERE {_FILE_NAME} = ? LIMIT ?)"
         " UNION ALL SELECT path FROM (SELECT path FROM files WHERE path >= ? AND path < ? LIMIT ?)"
         f" UNION ALL SELECT path FROM (SELECT path FROM files WHERE {_FILE_NAME} >= ? AND {_FILE_NAME} < ? LIMIT ?)",
-        (key, most, prefix, prefix + "\U0010ffff", most, start, start + "\U0010ffff", most),
+        (key, most, *starting_with(prefix), most, *starting_with(start), most),
     ).fetchall()
     return list(dict.fromkeys(found for (found,) in rows))
 
@@ -1568,7 +1574,7 @@ def index_counts(conn: sqlite3.Connection, prefix: str = "") -> dict[str, object
     the files whose keys start with ``prefix`` (one source's) if given."""
     # The files table's section counts, not count(*) of sections: that reads every page of the
     # stored text (50 ms at 25k files).
-    within, values = (" WHERE path >= ? AND path < ?", (prefix, prefix + "\U0010ffff")) if prefix else ("", ())
+    within, values = (" WHERE path >= ? AND path < ?", starting_with(prefix)) if prefix else ("", ())
     files, fallback, sections = conn.execute(
         f"SELECT count(*), coalesce(sum(fallback_decoded), 0), coalesce(sum(section_count), 0) FROM files{within}", values,
     ).fetchone()
