@@ -357,7 +357,7 @@ def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
         print(printable(f"{PROG}: {exc}{other_settings_hint(config)}"), file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(reply, ensure_ascii=False, indent=2))
+        print_json(reply)
         return 0
     bold = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     for hit in reply["results"]:
@@ -408,7 +408,7 @@ def cmd_get(config: ServerConfig, args: argparse.Namespace) -> int:
         print(printable(f"{PROG}: {shown}"), file=sys.stderr)
         return 1 if bad is None else 2
     if args.json:
-        print(json.dumps(reply, ensure_ascii=False, indent=2))
+        print_json(reply)
         return 0
     if reply["text"]:
         print(printable(reply["text"], keep="\n\t"))
@@ -455,13 +455,18 @@ def cmd_list(config: ServerConfig, args: argparse.Namespace) -> int:
         print(printable(f"{PROG}: {exc}"), file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(reply, ensure_ascii=False, indent=2))
+        print_json(reply)
         return 0
     for file in reply["files"]:
         tags = f"  #{' #'.join(file['tags'])}" if file["tags"] else ""
         print(printable(f"{located(file)}  {file['size']:,} B  {file['modified']}{tags}"))
     page_end(reply["warnings"], f"{len(reply['files'])} of {reply['total']:,} files", reply)
     return 0
+
+
+def print_json(reply: Mapping[str, Any]) -> None:
+    """A reply as ``--json`` prints it: indented, non-ASCII as is."""
+    print(json.dumps(reply, ensure_ascii=False, indent=2))
 
 
 def located(item: Mapping[str, Any]) -> str:
@@ -484,7 +489,7 @@ def cmd_status(config: ServerConfig, args: argparse.Namespace) -> int:
         status["last_error"] += hint
     unopened = unopened_state(status, config.db_path.exists())
     if args.json:
-        print(json.dumps(status, ensure_ascii=False, indent=2))
+        print_json(status)
     else:
         for label, value in status_lines(status, unopened):
             print(printable(f"{label:<10} {value}"))
