@@ -13,6 +13,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+import database
+from database import IndexWriter
 from formats import MAX_TITLE_CHARS
 from indexer import RACY_WINDOW_NS, TextIndexer
 from loader import PROCESS_LOADING_MIN_FILES
@@ -141,6 +143,23 @@ def test_each_file_has_one_metadata_row_and_matching_fts_rows(indexer: TextIndex
     conn.execute("INSERT INTO sections_fts(sections_fts) VALUES ('integrity-check')")
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
+
+
+def test_fts_merge_settings_are_given_to_new_and_existing_indexes(config: ServerConfig) -> None:
+    """FTS5 keeps its settings in the index: a new index gets the daemon's, and an index written
+    with FTS5's defaults (an older daemon's) is given them when it is opened again."""
+    config.db_path.parent.mkdir(parents=True)
+    IndexWriter(config.db_path).close()
+    conn = sqlite3.connect(config.db_path)
+    wanted = {"hashsize": database.FTS_HASH_BYTES, "automerge": database.FTS_AUTOMERGE}
+    assert dict(conn.execute("SELECT k, v FROM sections_fts_config WHERE k IN ('hashsize', 'automerge')")) == wanted
+    with conn:
+        conn.execute("DELETE FROM sections_fts_config WHERE k IN ('hashsize', 'automerge')")
+    conn.close()
+    IndexWriter(config.db_path).close()
+    conn = sqlite3.connect(config.db_path)
+    assert dict(conn.execute("SELECT k, v FROM sections_fts_config WHERE k IN ('hashsize', 'automerge')")) == wanted
+    conn.close()
 
 @pytest.mark.parametrize(
     ("name", "text", "title", "headings"),
