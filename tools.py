@@ -77,16 +77,18 @@ def schema_bounds(low: int, high: int | None = None, of: str = "number") -> Any:
 
 
 def server_instructions(config: ServerConfig) -> str:
-    """The MCP instructions: the folders served and what each holds, counted from the index if
-    there is one (its file paths read, without the writer's lock or a scan), else that it is being
-    indexed."""
+    """The MCP instructions: the folders served and what each holds, from the index if there is
+    one (without the writer's lock or a scan): the count its last scan kept, else counted now."""
     formats: dict[str, Counter[str]] = {source.name: Counter() for source in config.sources}
     if config.db_path.exists():
         try:
-            named = Counter(map(_source_and_suffix, database.file_paths(database.reader(config.db_path))))
-            for (top, suffix), count in named.items():
-                name = top if config.several else config.sources[0].name
-                formats.setdefault(name, Counter())[FORMAT_NAMES.get(suffix, suffix or "other")] += count
+            conn = database.reader(config.db_path)
+            meta = database.meta_values(conn)
+            for source in config.sources:
+                prefix = config.key_prefix(source.name)
+                counts = _kept_counts(meta.get(prefix + "formats")) or database.suffix_counts(conn, prefix)
+                for suffix, count in counts.items():
+                    formats[source.name][FORMAT_NAMES.get(suffix, suffix or "other")] += count
         except (IndexUnavailableError, sqlite3.Error):
             formats = {source.name: Counter() for source in config.sources}  # an unreadable index is made anew
         finally:
@@ -98,11 +100,16 @@ def server_instructions(config: ServerConfig) -> str:
     return writable(f"Searches {len(config.sources)} local folders, each a collection:\n{listed}\n{SERVER_INSTRUCTIONS}\n{SEVERAL_SOURCES}")
 
 
-def _source_and_suffix(key: str) -> tuple[str, str]:
-    """An index key's first folder (its source's name, with several) and its extension, lowercased:
-    plain string work, as the instructions count a million keys before the server answers."""
-    dot = key.rfind(".")
-    return key[:key.find("/") + 1][:-1], key[dot:].lower() if dot > key.rfind("/") + 1 else ""
+def _kept_counts(kept: str | None) -> dict[str, int] | None:
+    """The files by extension a scan kept in the meta (indexer._record_scan), if it is there and
+    reads as such: counting a million keys again would hold up the server's first answer by seconds."""
+    try:
+        counts = json.loads(kept) if kept else None
+    except ValueError:
+        return None
+    if not isinstance(counts, dict) or not all(isinstance(n, int) and not isinstance(n, bool) for n in counts.values()):
+        return None
+    return counts
 
 
 def _holding(formats: Counter[str]) -> str:

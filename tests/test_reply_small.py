@@ -4,6 +4,7 @@ naming what is served, every parameter described, and index progress that moves 
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,39 @@ async def test_instructions_say_a_folder_is_being_indexed(source: Path, tmp_path
     async with Client(server_params(source, tmp_path / "idx")) as client:
         assert "being indexed" in client.instructions
 
+
+
+def test_instructions_read_the_count_a_scan_kept_and_count_only_without_it(source: Path, tmp_path: Path) -> None:
+    """A server answers initialize only once its instructions are made: from the count of files by
+    extension the last scan that changed files kept in the index, not from every key again (seconds
+    at a million files); counted now when the index has none, or one that does not read as a count."""
+    for n in range(3):
+        write(source, f"docs/page{n}.md", f"# Page {n}\n")
+    write(source, "notes/todo.txt", "milk\n")
+    write(source, ".hidden.md", "# dot files are not indexed by default\n")
+    config = load_config({"source_directory": str(source), "index_output_directory": str(tmp_path / "idx")})
+    index_once(config)
+    conn = sqlite3.connect(config.db_path)
+    assert json.loads(conn.execute("SELECT value FROM meta WHERE key = 'formats'").fetchone()[0]) == {".md": 3, ".txt": 1}
+    with conn:  # files the kept count does not know of: the instructions must not have read them
+        conn.execute("UPDATE files SET path = path || '.rst' WHERE path LIKE 'docs/%'")
+    assert "3 Markdown files, 1 text file." in tools.server_instructions(config)
+    for kept in (None, "not json", '{".md": "3"}', "[1, 2]"):
+        with conn:
+            conn.execute("DELETE FROM meta WHERE key = 'formats'")
+            if kept is not None:
+                conn.execute("INSERT INTO meta (key, value) VALUES ('formats', ?)", (kept,))
+        assert "3 reStructuredText files, 1 text file." in tools.server_instructions(config), kept
+    with conn:
+        conn.execute("UPDATE files SET path = substr(path, 1, length(path) - 4) WHERE path LIKE '%.rst'")
+        conn.execute("DELETE FROM meta WHERE key = 'formats'")
+    writer = IndexWriter(config.db_path)
+    try:  # a scan that changes nothing keeps a count when there is none
+        assert TextIndexer(config, writer).scan()["files_processed"] == 0
+    finally:
+        writer.close()
+    assert json.loads(conn.execute("SELECT value FROM meta WHERE key = 'formats'").fetchone()[0]) == {".md": 3, ".txt": 1}
+    conn.close()
 
 def test_lean_hit_keeps_what_tells_something() -> None:
     hit = {"path": "docs/a.md", "title": "Guide", "heading": "Install > Linux", "snippet": "s", "score": 12.345678,
