@@ -967,6 +967,8 @@ def _prepare_schema(conn: sqlite3.Connection) -> None:
         if tables:
             raise sqlite3.DatabaseError(f"schema version {version} with tables {sorted(tables)[:5]} is not this daemon's schema")
         conn.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+    # Status counts files and sections from this index (index_counts); made for an existing index too.
+    conn.execute("CREATE INDEX IF NOT EXISTS files_counted ON files(path, section_count, fallback_decoded)")
     settings = dict(conn.execute("SELECT k, v FROM sections_fts_config WHERE k IN ('hashsize', 'automerge')").fetchall())
     for key, value in (("hashsize", FTS_HASH_BYTES), ("automerge", FTS_AUTOMERGE)):
         if settings.get(key) != value:  # FTS5 keeps its settings in the index
@@ -1584,11 +1586,11 @@ def best_with_feedback(
 def index_counts(conn: sqlite3.Connection, prefix: str = "") -> dict[str, object]:
     """Numbers for status: files, FTS rows, fallback-decoded files, skip counts, meta values; of
     the files whose keys start with ``prefix`` (one source's) if given."""
-    # The files table's section counts, not count(*) of sections: that reads every page of the
-    # stored text (50 ms at 25k files).
-    within, values = (" WHERE path >= ? AND path < ?", starting_with(prefix)) if prefix else ("", ())
+    # The files' section counts, not count(*) of sections: that reads every page of the stored text
+    # (50 ms at 25k files); read from the index files_counted, not the files' rows (0.5 s at 1M).
     files, fallback, sections = conn.execute(
-        f"SELECT count(*), coalesce(sum(fallback_decoded), 0), coalesce(sum(section_count), 0) FROM files{within}", values,
+        "SELECT count(*), coalesce(sum(fallback_decoded), 0), coalesce(sum(section_count), 0) FROM files WHERE path >= ? AND path < ?",
+        starting_with(prefix),
     ).fetchone()
     return {"indexed_files": files, "total_documents": sections, "fallback_decoded_files": fallback, "meta": meta_values(conn)}
 
