@@ -98,6 +98,13 @@ FTS_HASH_BYTES = 16 << 20
 #: is 4): each merge rewrites what it merges, so fewer, wider merges rewrite the index fewer times
 #: as it grows (log16 rather than log4 of its segments). A query reads a few more segments.
 FTS_AUTOMERGE = 16
+#: FTS5 merges the whole of a level inside one commit once it holds this many segments (its default
+#: is 16). Were it FTS_AUTOMERGE, a level would be merged at once when it fills instead of over the
+#: writes that follow, and one file's refresh at a million files could pay for merging gigabytes.
+FTS_CRISISMERGE = 4 * FTS_AUTOMERGE
+#: The meta key of a source's count of files by extension, kept by a scan for the server's
+#: instructions (after the source's prefix with several sources: SourceWriter.set_meta).
+FORMATS_KEY = "formats"
 #: best_section_per_file ranks this many sections per wanted file before falling back to grouping all.
 CANDIDATE_SECTIONS_PER_FILE = 8
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -969,8 +976,11 @@ def _prepare_schema(conn: sqlite3.Connection) -> None:
         conn.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
     # Status counts files and sections from this index (index_counts); made for an existing index too.
     conn.execute("CREATE INDEX IF NOT EXISTS files_counted ON files(path, section_count, fallback_decoded)")
-    settings = dict(conn.execute("SELECT k, v FROM sections_fts_config WHERE k IN ('hashsize', 'automerge')").fetchall())
-    for key, value in (("hashsize", FTS_HASH_BYTES), ("automerge", FTS_AUTOMERGE)):
+    wanted = {"hashsize": FTS_HASH_BYTES, "automerge": FTS_AUTOMERGE, "crisismerge": FTS_CRISISMERGE}
+    settings = dict(conn.execute(
+        "SELECT k, v FROM sections_fts_config WHERE k IN (SELECT value FROM json_each(?))", (json.dumps(list(wanted)),)
+    ))
+    for key, value in wanted.items():
         if settings.get(key) != value:  # FTS5 keeps its settings in the index
             conn.execute("INSERT INTO sections_fts (sections_fts, rank) VALUES (?, ?)", (key, value))
 
