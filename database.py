@@ -589,6 +589,7 @@ class IndexWriter:
         with self.write_lock.held(on_wait, stop):
             self.conn, self.inode = self._open()
         self._signatures: tuple[sqlite3.Connection, int, dict[Signature, int]] | None = None
+        self._files_added_or_removed = False
 
     def _open(self) -> tuple[sqlite3.Connection, int]:
         """A connection to a usable index at db_path (a damaged one is moved aside first) and the
@@ -679,8 +680,11 @@ class IndexWriter:
         with self.write_lock.held(), self.lock:
             self.conn.execute("BEGIN IMMEDIATE")
             changes = self.conn.total_changes
+            self._files_added_or_removed = False
             try:
                 yield
+                if self._files_added_or_removed:
+                    _forget_kept_counts(self.conn)
                 if self.conn.total_changes != changes:
                     # Unique across index files too: readers of a replaced file see another value.
                     self.set_meta("generation", f"{time.time_ns()}-{os.getpid()}")
@@ -728,6 +732,7 @@ class IndexWriter:
             json.dumps(loaded.tags, ensure_ascii=False) if loaded.tags else "",
         )
         if file_id is None:
+            self._files_added_or_removed = True
             file_id = self.conn.execute(
                 "INSERT INTO files (path, mtime_ns, size, inode, ctime_ns, content_hash, indexed_at_ns, encoding,"
                 " fallback_decoded, title, section_count, sketch, tags) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -771,6 +776,7 @@ class IndexWriter:
 
     def remove_file(self, file_id: int) -> None:
         self._signatures = None
+        self._files_added_or_removed = True
         self._delete_sections(file_id)
         self.conn.execute("DELETE FROM file_tags WHERE file_id = ?", (file_id,))
         self.conn.execute("DELETE FROM files WHERE id = ?", (file_id,))
@@ -1598,9 +1604,9 @@ def index_counts(conn: sqlite3.Connection, prefix: str = "") -> dict[str, object
     the files whose keys start with ``prefix`` (one source's) if given."""
     # The files' section counts, not count(*) of sections: that reads every page of the stored text
     # (50 ms at 25k files); read from the index files_counted, not the files' rows (0.5 s at 1M).
+    condition, values = _keys_starting_with(prefix)
     files, fallback, sections = conn.execute(
-        "SELECT count(*), coalesce(sum(fallback_decoded), 0), coalesce(sum(section_count), 0) FROM files WHERE path >= ? AND path < ?",
-        starting_with(prefix),
+        f"SELECT count(*), coalesce(sum(fallback_decoded), 0), coalesce(sum(section_count), 0) FROM files WHERE {condition}", values,
     ).fetchone()
     return {"indexed_files": files, "total_documents": sections, "fallback_decoded_files": fallback, "meta": meta_values(conn)}
 
@@ -1616,9 +1622,22 @@ def skipped_files(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
 def suffix_counts(conn: sqlite3.Connection, prefix: str = "") -> dict[str, int]:
     """How many indexed files have each extension (lowercased; "" for none), of the keys that start
     with ``prefix``: what the server's instructions say a source holds. Reads every key (1.2 s at
-    a million files): a scan keeps the result in the meta (IndexWriter.set_meta), read at start."""
-    rows = conn.execute("SELECT path FROM files WHERE path >= ? AND path < ?", starting_with(prefix))
+    a million files): a scan keeps the result in the meta (FORMATS_KEY), read at start."""
+    condition, values = _keys_starting_with(prefix)
+    rows = conn.execute(f"SELECT path FROM files WHERE {condition}", values)
     return dict(Counter(map(_suffix, (path for (path,) in rows))))
+
+
+def _forget_kept_counts(conn: sqlite3.Connection) -> None:
+    """A file was added or removed: every source's kept count of files by extension may be wrong
+    now. Without one, the next server counts at start, and the next scan keeps a count again."""
+    conn.execute("DELETE FROM meta WHERE key = ? OR key GLOB ?", (FORMATS_KEY, "*/" + FORMATS_KEY))
+
+
+def _keys_starting_with(prefix: str) -> tuple[str, tuple[str, ...]]:
+    """A condition on files.path for the keys that start with ``prefix`` (every key if it is "",
+    also those starting with U+10FFFF), that the indexes on path answer."""
+    return ("path >= ? AND path < ?", starting_with(prefix)) if prefix else ("path >= ?", ("",))
 
 
 def _suffix(key: str) -> str:

@@ -382,7 +382,7 @@ class TextIndexer:
         problems = [(path, reason, detail) for path, reason, detail in skipped if reason in ERROR_REASONS]
         new_problems = sum(1 for path, reason, _ in problems if (path, reason) not in stored.known_problems)
         removed += outcome.vanished
-        self._record_scan(walked, skipped, problems, new_problems, bool(outcome.written or removed))
+        self._record_scan(walked, skipped, problems, new_problems)
         self._compact(bool(outcome.written or removed))
         changed = outcome.written or removed or outcome.skipped
         logger.log(
@@ -438,17 +438,16 @@ class TextIndexer:
             on_progress(progress)
 
     def _record_scan(
-        self, walked: _Walked, skipped: list[tuple[str, str, str]], problems: list[tuple[str, str, str]], new_problems: int,
-        files_changed: bool,
+        self, walked: _Walked, skipped: list[tuple[str, str, str]], problems: list[tuple[str, str, str]], new_problems: int
     ) -> None:
         """Keep what the scan found (skipped files, mount points, errors) in the index, for status in
-        any process, and finish this process's progress. When files were written or removed (or it
-        is not there yet), the count of files by extension is kept too, for the next server's
-        instructions (see tools.server_instructions)."""
+        any process, and finish this process's progress. The count of files by extension is kept
+        too when there is none (adding or removing a file drops it: IndexWriter.transaction), for
+        the next server's instructions (see tools.server_instructions)."""
         signature_of = walked.skip_signatures
         with self.writer.transaction():
-            if files_changed or "formats" not in self.writer.meta():
-                self.writer.set_meta("formats", json.dumps(self.writer.suffix_counts(), ensure_ascii=False))
+            if database.FORMATS_KEY not in self.writer.meta():
+                self.writer.set_meta(database.FORMATS_KEY, json.dumps(self.writer.suffix_counts(), ensure_ascii=False))
             self.writer.replace_skipped(
                 (path, reason, detail, signature_of.get(path) if reason in REMEMBERED_REASONS else None)
                 for path, reason, detail in skipped if reason not in QUIET_REASONS

@@ -86,7 +86,7 @@ def server_instructions(config: ServerConfig) -> str:
             meta = database.meta_values(conn)
             for source in config.sources:
                 prefix = config.key_prefix(source.name)
-                counts = _kept_counts(meta.get(prefix + "formats")) or database.suffix_counts(conn, prefix)
+                counts = _kept_counts(meta.get(prefix + database.FORMATS_KEY)) or database.suffix_counts(conn, prefix)
                 for suffix, count in counts.items():
                     formats[source.name][FORMAT_NAMES.get(suffix, suffix or "other")] += count
         except (IndexUnavailableError, sqlite3.Error):
@@ -105,9 +105,9 @@ def _kept_counts(kept: str | None) -> dict[str, int] | None:
     reads as such: counting a million keys again would hold up the server's first answer by seconds."""
     try:
         counts = json.loads(kept) if kept else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    if not isinstance(counts, dict) or not all(isinstance(n, int) and not isinstance(n, bool) for n in counts.values()):
+    if not isinstance(counts, dict) or not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in counts.values()):
         return None
     return counts
 

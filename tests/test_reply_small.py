@@ -121,7 +121,7 @@ def test_instructions_read_the_count_a_scan_kept_and_count_only_without_it(sourc
     with conn:  # files the kept count does not know of: the instructions must not have read them
         conn.execute("UPDATE files SET path = path || '.rst' WHERE path LIKE 'docs/%'")
     assert "3 Markdown files, 1 text file." in tools.server_instructions(config)
-    for kept in (None, "not json", '{".md": "3"}', "[1, 2]"):
+    for kept in (None, "not json", '{".md": "3"}', '{".md": -3}', '{".md": 0}', "[1, 2]"):
         with conn:
             conn.execute("DELETE FROM meta WHERE key = 'formats'")
             if kept is not None:

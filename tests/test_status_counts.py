@@ -104,9 +104,10 @@ def test_counts_read_an_index_of_their_own_made_for_older_indexes_too(tmp_path: 
     IndexWriter(db).close()
     conn = sqlite3.connect(db)  # a connection that read the schema before would plan with that one
     for prefix in ("", "notes/"):
+        condition, values = database._keys_starting_with(prefix)
         plan = conn.execute(
             "EXPLAIN QUERY PLAN SELECT count(*), coalesce(sum(fallback_decoded), 0), coalesce(sum(section_count), 0)"
-            " FROM files WHERE path >= ? AND path < ?", database.starting_with(prefix),
+            f" FROM files WHERE {condition}", values,
         ).fetchall()
         assert "COVERING INDEX files_counted" in plan[0][-1]
     conn.close()
