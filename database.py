@@ -550,10 +550,18 @@ def decompress(blob: bytes) -> str:
         raise SectionDamaged(f"a section's stored text is damaged ({exc})") from None
 
 
-def starting_with(prefix: str) -> tuple[str, str]:
-    """(low, high) such that ``low <= text < high`` holds for the texts that start with ``prefix``,
-    so that an index on the column finds them (but one going on with U+10FFFF itself)."""
-    return prefix, prefix + "\U0010ffff"
+def starting_with(prefix: str) -> tuple[str, str | bytes]:
+    """(low, high) such that ``low <= text < high`` holds for exactly the texts that start with
+    ``prefix``, so that an index on the column finds them. SQLite orders texts by their UTF-8 bytes,
+    which is code point order: high is ``prefix`` with its last character one higher (those that
+    are U+10FFFF dropped first), or, when none is left, an empty blob, which is above every text."""
+    stem = prefix.rstrip("\U0010ffff")
+    if not stem:
+        return prefix, b""
+    last = ord(stem[-1]) + 1
+    if 0xD800 <= last < 0xE000:  # surrogates are not characters of a text: the next one is U+E000
+        last = 0xE000
+    return prefix, stem[:-1] + chr(last)
 
 
 def section_id(file_id: int, n: int) -> int:
@@ -1604,9 +1612,9 @@ def index_counts(conn: sqlite3.Connection, prefix: str = "") -> dict[str, object
     the files whose keys start with ``prefix`` (one source's) if given."""
     # The files' section counts, not count(*) of sections: that reads every page of the stored text
     # (50 ms at 25k files); read from the index files_counted, not the files' rows (0.5 s at 1M).
-    condition, values = _keys_starting_with(prefix)
     files, fallback, sections = conn.execute(
-        f"SELECT count(*), coalesce(sum(fallback_decoded), 0), coalesce(sum(section_count), 0) FROM files WHERE {condition}", values,
+        "SELECT count(*), coalesce(sum(fallback_decoded), 0), coalesce(sum(section_count), 0) FROM files WHERE path >= ? AND path < ?",
+        starting_with(prefix),
     ).fetchone()
     return {"indexed_files": files, "total_documents": sections, "fallback_decoded_files": fallback, "meta": meta_values(conn)}
 
@@ -1623,8 +1631,7 @@ def suffix_counts(conn: sqlite3.Connection, prefix: str = "") -> dict[str, int]:
     """How many indexed files have each extension (lowercased; "" for none), of the keys that start
     with ``prefix``: what the server's instructions say a source holds. Reads every key (1.2 s at
     a million files): a scan keeps the result in the meta (FORMATS_KEY), read at start."""
-    condition, values = _keys_starting_with(prefix)
-    rows = conn.execute(f"SELECT path FROM files WHERE {condition}", values)
+    rows = conn.execute("SELECT path FROM files WHERE path >= ? AND path < ?", starting_with(prefix))
     return dict(Counter(map(_suffix, (path for (path,) in rows))))
 
 
@@ -1633,11 +1640,6 @@ def _forget_kept_counts(conn: sqlite3.Connection) -> None:
     now. Without one, the next server counts at start, and the next scan keeps a count again."""
     conn.execute("DELETE FROM meta WHERE key = ? OR key GLOB ?", (FORMATS_KEY, "*/" + FORMATS_KEY))
 
-
-def _keys_starting_with(prefix: str) -> tuple[str, tuple[str, ...]]:
-    """A condition on files.path for the keys that start with ``prefix`` (every key if it is "",
-    also those starting with U+10FFFF), that the indexes on path answer."""
-    return ("path >= ? AND path < ?", starting_with(prefix)) if prefix else ("path >= ?", ("",))
 
 
 def _suffix(key: str) -> str:

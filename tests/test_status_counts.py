@@ -7,6 +7,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 import database
 from database import IndexWriter, SourceWriter, index_counts
 from indexer import TextIndexer
@@ -15,7 +18,7 @@ from tests.conftest import write
 
 
 def _real(conn, prefix: str = "") -> tuple[int, int]:
-    where, values = ("WHERE path >= ? AND path < ?", (prefix, prefix + "\U0010ffff")) if prefix else ("", ())
+    where, values = ("WHERE substr(path, 1, length(?)) = ?", (prefix, prefix)) if prefix else ("", ())
     ids = [row[0] for row in conn.execute(f"SELECT id FROM files {where}", values)]
     sections = sum(
         conn.execute("SELECT count(*) FROM sections WHERE id BETWEEN ? AND ?",
@@ -104,10 +107,24 @@ def test_counts_read_an_index_of_their_own_made_for_older_indexes_too(tmp_path: 
     IndexWriter(db).close()
     conn = sqlite3.connect(db)  # a connection that read the schema before would plan with that one
     for prefix in ("", "notes/"):
-        condition, values = database._keys_starting_with(prefix)
         plan = conn.execute(
             "EXPLAIN QUERY PLAN SELECT count(*), coalesce(sum(fallback_decoded), 0), coalesce(sum(section_count), 0)"
-            f" FROM files WHERE {condition}", values,
+            " FROM files WHERE path >= ? AND path < ?", database.starting_with(prefix),
         ).fetchall()
         assert "COVERING INDEX files_counted" in plan[0][-1]
     conn.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    prefix=st.text(alphabet=st.sampled_from("ab/\ud7ff\ue000\U0010fffe\U0010ffff"), max_size=4),
+    text=st.text(alphabet=st.sampled_from("ab/\ud7ff\ue000\U0010fffe\U0010ffff"), max_size=6),
+)
+def test_starting_with_bounds_exactly_the_texts_with_the_prefix(prefix: str, text: str) -> None:
+    """The range database.starting_with gives holds, as SQLite compares, the texts that start with
+    the prefix and no other: also those going on with U+10FFFF, and every text for ""."""
+    low, high = database.starting_with(prefix)
+    conn = sqlite3.connect(":memory:")
+    inside = conn.execute("SELECT ? >= ? AND ? < ?", (text, low, text, high)).fetchone()[0]
+    conn.close()
+    assert bool(inside) == text.startswith(prefix)
