@@ -1641,7 +1641,6 @@ def _forget_kept_counts(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM meta WHERE key = ? OR key GLOB ?", (FORMATS_KEY, "*/" + FORMATS_KEY))
 
 
-
 def _suffix(key: str) -> str:
     """A key's extension, lowercased: "" for a name without one (or a dot file's: ``.bashrc``)."""
     dot = key.rfind(".")

@@ -381,8 +381,8 @@ class TextIndexer:
         skipped = changes.skipped + outcome.skipped
         problems = [(path, reason, detail) for path, reason, detail in skipped if reason in ERROR_REASONS]
         new_problems = sum(1 for path, reason, _ in problems if (path, reason) not in stored.known_problems)
-        removed += outcome.vanished
         self._record_scan(walked, skipped, problems, new_problems)
+        removed += outcome.vanished
         self._compact(bool(outcome.written or removed))
         changed = outcome.written or removed or outcome.skipped
         logger.log(
