@@ -94,14 +94,6 @@ OPEN_ATTEMPTS = 3
 #: mean less merging: the first index's FTS inserts take ~40% less CPU. In alternated runs on a
 #: 100k-file corpus 16 MB indexed about as fast as 64 MB, with a writer peak RSS ~50 MB lower.
 FTS_HASH_BYTES = 16 << 20
-#: FTS5 merges a level's segments into one of the next level once it holds this many (its default
-#: is 4): each merge rewrites what it merges, so fewer, wider merges rewrite the index fewer times
-#: as it grows (log16 rather than log4 of its segments). A query reads a few more segments.
-FTS_AUTOMERGE = 16
-#: FTS5 merges the whole of a level inside one commit once it holds this many segments (its default
-#: is 16). Were it FTS_AUTOMERGE, a level would be merged at once when it fills instead of over the
-#: writes that follow, and one file's refresh at a million files could pay for merging gigabytes.
-FTS_CRISISMERGE = 4 * FTS_AUTOMERGE
 #: The meta key of a source's count of files by extension, kept by a scan for the server's
 #: instructions (after the source's prefix with several sources: SourceWriter.set_meta).
 FORMATS_KEY = "formats"
@@ -990,13 +982,12 @@ def _prepare_schema(conn: sqlite3.Connection) -> None:
         conn.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
     # Status counts files and sections from this index (index_counts); made for an existing index too.
     conn.execute("CREATE INDEX IF NOT EXISTS files_counted ON files(path, section_count, fallback_decoded)")
-    wanted = {"hashsize": FTS_HASH_BYTES, "automerge": FTS_AUTOMERGE, "crisismerge": FTS_CRISISMERGE}
-    settings = dict(conn.execute(
-        "SELECT k, v FROM sections_fts_config WHERE k IN (SELECT value FROM json_each(?))", (json.dumps(list(wanted)),)
-    ))
-    for key, value in wanted.items():
-        if settings.get(key) != value:  # FTS5 keeps its settings in the index
-            conn.execute("INSERT INTO sections_fts (sections_fts, rank) VALUES (?, ?)", (key, value))
+    # FTS5 merges 4 segments of a level at a time (automerge): 16 took 0.7-0.85 s less writer CPU
+    # in a full index of 8 copies of the PowerShell docs, but made an edit searchable ~30 ms later at
+    # p99 with the watcher (bench/watch.py, 120 edits: 193-210 ms against 166-177 ms).
+    hashsize = conn.execute("SELECT v FROM sections_fts_config WHERE k = 'hashsize'").fetchone()
+    if hashsize is None or hashsize[0] != FTS_HASH_BYTES:  # FTS5 keeps its settings in the index
+        conn.execute("INSERT INTO sections_fts (sections_fts, rank) VALUES ('hashsize', ?)", (FTS_HASH_BYTES,))
 
 
 # ---- reading ---------------------------------------------------------------------------------

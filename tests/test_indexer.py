@@ -144,14 +144,13 @@ def test_each_file_has_one_metadata_row_and_matching_fts_rows(indexer: TextIndex
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-
-def test_fts_merge_settings_are_given_to_new_and_existing_indexes(config: ServerConfig) -> None:
+def test_fts_settings_are_given_to_new_and_existing_indexes(config: ServerConfig) -> None:
     """FTS5 keeps its settings in the index: a new index gets the daemon's, and an index written
     with FTS5's defaults (an older daemon's) is given them when it is opened again."""
     config.db_path.parent.mkdir(parents=True)
     IndexWriter(config.db_path).close()
     conn = sqlite3.connect(config.db_path)
-    wanted = {"hashsize": database.FTS_HASH_BYTES, "automerge": database.FTS_AUTOMERGE, "crisismerge": database.FTS_CRISISMERGE}
+    wanted = {"hashsize": database.FTS_HASH_BYTES}
     assert dict(conn.execute("SELECT k, v FROM sections_fts_config WHERE k != 'version'")) == wanted
     with conn:
         conn.execute("DELETE FROM sections_fts_config WHERE k != 'version'")
@@ -160,6 +159,7 @@ def test_fts_merge_settings_are_given_to_new_and_existing_indexes(config: Server
     conn = sqlite3.connect(config.db_path)
     assert dict(conn.execute("SELECT k, v FROM sections_fts_config WHERE k != 'version'")) == wanted
     conn.close()
+
 
 @pytest.mark.parametrize(
     ("name", "text", "title", "headings"),
