@@ -4,18 +4,22 @@ every change of the index's files, and status counts (fac88cd) must count every 
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import tools
 from config import load_config
 from database import IndexWriter, index_counts
 from indexer import TextIndexer
+from models import ServerConfig
 from tests.conftest import write
 
 
-def test_instructions_follow_files_the_watcher_indexed_between_scans(source: Path, tmp_path: Path) -> None:
-    """The watcher (refresh_files) writes and removes files one at a time, outside scans; the next
-    server's instructions, and the count a later scan that finds nothing to do keeps, must know of them."""
+@contextmanager
+def indexed(source: Path, tmp_path: Path) -> Iterator[tuple[ServerConfig, IndexWriter, TextIndexer]]:
+    """A source whose one text file is indexed, and three Markdown files written since (not indexed
+    yet): its config, writer (closed at the end) and indexer."""
     write(source, "notes/todo.txt", "milk\n")
     config = load_config({"source_directory": str(source), "index_output_directory": str(tmp_path / "idx")})
     writer = IndexWriter(config.db_path)
@@ -24,11 +28,18 @@ def test_instructions_follow_files_the_watcher_indexed_between_scans(source: Pat
         assert indexer.scan()["success"]
         for n in range(3):
             write(source, f"docs/page{n}.md", f"# Page {n}\n")
+        yield config, writer, indexer
+    finally:
+        writer.close()
+
+
+def test_instructions_follow_files_the_watcher_indexed_between_scans(source: Path, tmp_path: Path) -> None:
+    """The watcher (refresh_files) writes and removes files one at a time, outside scans; the next
+    server's instructions, and the count a later scan that finds nothing to do keeps, must know of them."""
+    with indexed(source, tmp_path) as (config, _, indexer):
         (source / "notes" / "todo.txt").unlink()
         indexer.refresh_files([f"docs/page{n}.md" for n in range(3)] + ["notes/todo.txt"])
         assert indexer.scan()["files_processed"] == 0  # nothing left for a scan to do
-    finally:
-        writer.close()
     held = tools.server_instructions(config)
     assert "3 Markdown files" in held and "text file" not in held, held
 
@@ -49,20 +60,11 @@ def test_whole_index_status_counts_a_file_whose_name_starts_with_the_last_code_p
 def test_instructions_follow_files_a_stopped_scan_wrote(source: Path, tmp_path: Path) -> None:
     """A scan stopped (the server stopping) after it wrote its last batch keeps no new count; the
     next scan has nothing to write: the count must still come to know of those files."""
-    write(source, "notes/todo.txt", "milk\n")
-    config = load_config({"source_directory": str(source), "index_output_directory": str(tmp_path / "idx")})
-    writer = IndexWriter(config.db_path)
-    try:
-        indexer = TextIndexer(config, writer)
-        assert indexer.scan()["success"]
-        for n in range(3):
-            write(source, f"docs/page{n}.md", f"# Page {n}\n")
+    with indexed(source, tmp_path) as (config, writer, indexer):
         reply = indexer.scan(on_progress=lambda progress: indexer.stop.set() if progress.files_done >= 3 else None)
         assert not reply["success"] and writer.conn.execute("SELECT count(*) FROM files").fetchone()[0] == 4
         indexer.stop.clear()  # the next run of the server
         assert indexer.scan()["files_processed"] == 0
-    finally:
-        writer.close()
     held = tools.server_instructions(config)
     assert "3 Markdown files" in held and "1 text file" in held, held
 
