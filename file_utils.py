@@ -493,21 +493,27 @@ def ignored_by_rules(root: Path, parts: list[str], file_filter: FileFilter, is_d
 def disk_signatures(root: Path, rels: Iterable[str]) -> dict[str, Signature | None]:
     """The Signature the walk would record now for each file ``rels`` names below ``root`` (an
     lstat with no link followed on the way), or None where there is no regular file any more.
-    Each folder is opened once, however many of the files are in it."""
+    The source and each folder are opened once, however many of the files are in it."""
     by_folder: dict[str, list[str]] = {}
     for rel in rels:
         by_folder.setdefault(rel.rpartition("/")[0], []).append(rel)
-    found: dict[str, Signature | None] = {}
-    for folder, in_folder in by_folder.items():
-        try:
-            fd = open_in_source(root, folder or ".", _PATH_FLAGS)
-        except OSError:
-            found.update(dict.fromkeys(in_folder))
-            continue
-        try:
-            found.update((rel, _signature_in(fd, rel)) for rel in in_folder)
-        finally:
-            os.close(fd)
+    found: dict[str, Signature | None] = dict.fromkeys(rels)
+    try:
+        root_fd = os.open(root, _PATH_FLAGS & ~os.O_NOFOLLOW)
+    except OSError:
+        return found
+    try:
+        for folder, in_folder in by_folder.items():
+            try:
+                fd = _open_beneath(root_fd, folder or ".", _PATH_FLAGS)
+            except OSError:
+                continue
+            try:
+                found.update((rel, _signature_in(fd, rel)) for rel in in_folder)
+            finally:
+                os.close(fd)
+    finally:
+        os.close(root_fd)
     return found
 
 
