@@ -497,7 +497,7 @@ def disk_signatures(root: Path, rels: Iterable[str]) -> dict[str, Signature | No
     by_folder: dict[str, list[str]] = {}
     for rel in rels:
         by_folder.setdefault(rel.rpartition("/")[0], []).append(rel)
-    found: dict[str, Signature | None] = dict.fromkeys(rels)
+    found: dict[str, Signature | None] = {rel: None for in_folder in by_folder.values() for rel in in_folder}
     try:
         root_fd = os.open(root, _PATH_FLAGS & ~os.O_NOFOLLOW)
     except OSError:

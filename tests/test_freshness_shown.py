@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import search as search_module
+from file_utils import disk_signatures
 from indexer import TextIndexer
 from models import ServerConfig
 from search import MAX_ALSO_IN, Freshness, search
@@ -111,3 +112,11 @@ def test_a_group_led_by_a_weaker_copy_is_placed_by_it(versions: dict[int, list[s
         assert results[order.index(f"Page {number + 5}")]["path"] in versions[number + 5][8:]
     scores = [hit["score"] for hit in results]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_disk_signatures_reads_its_paths_once_and_names_every_one(source: Path) -> None:
+    write(source, "a/kept.md", "kept\n")
+    found = disk_signatures(source, iter(["a/kept.md", "a/gone.md", "b/gone.md"]))  # a one-pass iterable
+    assert set(found) == {"a/kept.md", "a/gone.md", "b/gone.md"}
+    assert found["a/kept.md"] is not None and found["a/kept.md"][2] == 5 and found["a/gone.md"] is None is found["b/gone.md"]
+    assert disk_signatures(source / "missing", iter(["a/kept.md"])) == {"a/kept.md": None}
