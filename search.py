@@ -259,7 +259,10 @@ class Loaded:
 
     def load(self, conn: sqlite3.Connection, rowids: list[int], asking: Asking) -> None:
         """Where the sections are and what they say (their said key), without their text."""
-        batch = database.load_sections(conn, [rowid for rowid in rowids if rowid not in self.sections], text=False)
+        new = [rowid for rowid in rowids if rowid not in self.sections]
+        if not new:
+            return
+        batch = database.load_sections(conn, new, text=False)
         self.sections.update(batch)
         for rowid, section in batch.items():
             self.keys[rowid] = section["said"] if asking.collapse else rowid
@@ -282,26 +285,36 @@ class Loaded:
 def _first_groups(
     conn: sqlite3.Connection, ranked: list[tuple[int, float]], wanted: int, asking: Asking, loaded: Loaded
 ) -> list[list[tuple[int, float]]]:
-    """The first ``wanted`` groups of ``ranked`` (fewer if it runs out), best first, each led by
-    its best-ranked file: files whose best section says the same (see sections.said_key) are one
+    """The first ``wanted`` groups of ``ranked`` (fewer if it runs out; see _groups), best first,
+    once the files they show (each one's leader and the MAX_ALSO_IN copies named with it) are
+    checked on disk: when some are gone, the groups are made again without them (nothing is loaded
+    or checked twice). Only what is shown is checked: on texts held ~40 times each a search loads
+    hundreds of files, and checking them all (a folder opened for each) cost a fifth of the search."""
+    while True:
+        groups = _groups(conn, ranked, wanted, asking, loaded)
+        gone = len(loaded.gone)
+        loaded.check([rowid for group in groups[:wanted] for rowid, _ in group[:1 + MAX_ALSO_IN]], asking.freshness)
+        if len(loaded.gone) == gone:
+            return groups
+
+
+def _groups(
+    conn: sqlite3.Connection, ranked: list[tuple[int, float]], wanted: int, asking: Asking, loaded: Loaded
+) -> list[list[tuple[int, float]]]:
+    """Groups of ``ranked``, best first, until there are ``wanted`` (fewer if it runs out), each led
+    by its best-ranked file: files whose best section says the same (see sections.said_key) are one
     group, and a file that is a near-copy of a group's leader (copies.NEAR_COPY) joins that group;
     without ``asking.collapse``, each file is its own. Sections are loaded as needed, in batches
-    that double, into ``loaded``; the files the groups show are checked on disk (_shown_live), and
-    those that are gone are left out."""
+    that double, into ``loaded``; files found gone are left out."""
     groups: dict[object, list[tuple[int, float]]] = {}
     leaders = copies.Leaders()
-    place: dict[int, int] = {}  # rowid -> its place in ``ranked``
     position, batch = 0, wanted
-    while True:
-        live = _shown_live(groups, place, wanted, asking, loaded)
-        if len(live) >= wanted or position >= len(ranked):
-            return live
+    while position < len(ranked) and len(groups) < wanted:
         chunk = ranked[position:position + batch]
-        place.update((rowid, position + number) for number, (rowid, _) in enumerate(chunk))
         position, batch = position + len(chunk), 2 * batch
         loaded.load(conn, [rowid for rowid, _ in chunk], asking)
         for rowid, score in chunk:
-            if rowid not in loaded.keys:
+            if rowid not in loaded.keys or rowid in loaded.gone:
                 continue
             key, sketch = loaded.keys[rowid], loaded.sections[rowid]["sketch"]
             if key not in groups and asking.collapse:
@@ -309,26 +322,7 @@ def _first_groups(
             if key not in groups:
                 leaders.add(key, sketch)
             groups.setdefault(key, []).append((rowid, score))
-
-
-def _shown_live(
-    groups: dict[object, list[tuple[int, float]]], place: dict[int, int], wanted: int, asking: Asking, loaded: Loaded
-) -> list[list[tuple[int, float]]]:
-    """The first ``wanted`` of ``groups``, best first, once the files they show (each one's leader
-    and the MAX_ALSO_IN copies named with it) are checked on disk and the gone ones taken out of
-    ``groups``: a group left empty goes, one whose leader went is placed by its next file. Only
-    what is shown is checked: on texts held ~40 times each a search loads hundreds of files, and
-    checking them all (a folder opened for each) cost a fifth of the search."""
-    while True:
-        live = sorted(groups.values(), key=lambda group: place[group[0][0]])[:wanted]
-        shown = [rowid for group in live for rowid, _ in group[:1 + MAX_ALSO_IN] if rowid not in loaded.checked]
-        if not shown:
-            return live
-        loaded.check(shown, asking.freshness)
-        for key in [key for key, group in groups.items() if any(rowid in loaded.gone for rowid, _ in group)]:
-            groups[key] = [(rowid, score) for rowid, score in groups[key] if rowid not in loaded.gone]
-            if not groups[key]:
-                del groups[key]
+    return list(groups.values())
 
 
 def _outdated(freshness: Freshness | None, sections: dict[int, dict]) -> tuple[set[int], set[int]]:
