@@ -253,11 +253,11 @@ def heading_spans(rows: Sequence[tuple[int, int, str, Sequence[tuple[int, int, s
     heading_lines: set[int] = set()
     for line, level, heading in marks:
         if line > opened:  # the heading closes the span before it, if that says something
-            text = "\n".join(lines[opened - top:line - top])
-            says = _says_something(text, opened, heading_lines)
+            piece = lines[opened - top:line - top]
+            says = _says_something(piece, opened, heading_lines)
             if says:
-                spans.append(_span(path, opened, text))
-            if says or not text.strip():
+                spans.append(_span(path, opened, "\n".join(piece)))
+            if says or not any(map(str.strip, piece)):
                 opened, heading_lines = line, set()
         while path and path[-1][0] >= level:
             path.pop()
@@ -278,9 +278,9 @@ def _span(path: list[tuple[int, str]], first: int, text: str) -> HeadingSpan:
 _UNDERLINE_CHARACTERS = " \t=-`:'\"~^_*+#<>."
 
 
-def _says_something(text: str, first: int, heading_lines: set[int]) -> bool:
-    """Whether ``text`` (lines from ``first``) holds a line that is neither a heading nor an underline."""
-    return any(line.strip(_UNDERLINE_CHARACTERS) for number, line in enumerate(text.split("\n"), first) if number not in heading_lines)
+def _says_something(lines: list[str], first: int, heading_lines: set[int]) -> bool:
+    """Whether ``lines`` (from line ``first``) hold one that is neither a heading nor an underline."""
+    return any(line.strip(_UNDERLINE_CHARACTERS) for number, line in enumerate(lines, first) if number not in heading_lines)
 
 
 def said_key(body: str) -> bytes:
