@@ -337,9 +337,15 @@ class SharedWriter:
         self._checked = False
 
     def first_check(self) -> bool:
-        """True the first time only: the one loop that checks the index's integrity this run."""
+        """True the first time only: the one loop that checks the index's integrity this run. Not
+        even then when the index is as a writer left it when it last closed it cleanly: nothing
+        since could have damaged it but the disk, and the check reads all of it (about 100 s at a
+        million files). Damage a search meets is still checked (Daemons.suspect_damage)."""
         with self._lock:
             first, self._checked = not self._checked, True
+            if first and self._writer is not None and self._writer.closed_cleanly:
+                logger.info("%s is as it was last closed cleanly: no integrity check at start", self.db_path)
+                return False
             return first
 
     def open(self, on_wait: Callable[[int | None], None], stop: Callable[[], bool]) -> IndexWriter:
