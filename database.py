@@ -107,11 +107,11 @@ PRIVATE_FILE_MODE = 0o600
 PRIVATE_DIRECTORY_MODE = 0o700
 #: Beside each index: the flock that one writing process holds (see WriterLock).
 LOCK_SUFFIX = ".lock"
-#: Beside a closed index, what its file was (inode, size, mtime, ctime) when a writer last closed it
-#: with its WAL emptied. A server finding the index still exactly so skips the integrity check at its
-#: start, a read of the whole file (about 100 s at a million files); any write, a touch, a copy or a
-#: rename since changes the ctime, and the check runs. Taken away when a writer opens the index, so
-#: one that is killed leaves none.
+#: Beside a closed index, what its file was (device, inode, size, mtime, ctime) when a writer last
+#: closed it with its WAL emptied, if nothing but that writer had changed the file while it had it
+#: open. A server finding the index still exactly so skips the integrity check at its start, a read
+#: of the whole file (about 100 s at a million files); any write, touch, copy or rename since moves
+#: the ctime, and the check runs. Taken away when a writer opens the index: a kill leaves none.
 CLOSED_SUFFIX = ".closed"
 #: While another process holds the write lock, try for it again this often (seconds).
 LOCK_POLL_SECONDS = 0.05
@@ -217,27 +217,29 @@ def lock_path(db_path: Path) -> Path:
     return db_path.with_name(db_path.name + LOCK_SUFFIX)
 
 
-def _identity(db_path: Path) -> list[int] | None:
-    """The index file's inode, size, mtime and ctime (see CLOSED_SUFFIX); None if it has none, or
-    its WAL holds anything."""
+def _file_identity(db_path: Path) -> list[int] | None:
+    """The index file's device, inode, size, mtime and ctime; None if no file is there."""
     try:
         st = os.lstat(db_path)
     except OSError:
         return None
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns] if stat.S_ISREG(st.st_mode) else None
+
+
+def _closed_identity(db_path: Path) -> list[int] | None:
+    """_file_identity, when the WAL holds nothing (as a clean close leaves it); else None."""
     try:
         wal = os.lstat(f"{db_path}-wal").st_size
     except FileNotFoundError:
         wal = 0
     except OSError:
         return None
-    if wal or not stat.S_ISREG(st.st_mode):
-        return None
-    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    return None if wal else _file_identity(db_path)
 
 
 def _mark_closed(db_path: Path) -> None:
     """Note beside the index, just closed with its WAL emptied, what its file is now (CLOSED_SUFFIX)."""
-    identity = _identity(db_path)
+    identity = _closed_identity(db_path)
     if identity is None:
         return
     try:
@@ -265,13 +267,16 @@ def _take_closed_mark(db_path: Path) -> bool:
         pass  # none, or not a file of ours: not trusted
     try:
         os.unlink(mark)
-    except OSError:
-        return False  # none; or one that cannot be taken away, which could outlive a kill
+    except FileNotFoundError:
+        return False
+    except OSError as exc:  # a note that stays could outlive a kill: never trusted
+        logger.warning("could not remove %s, so the index is checked at every start: %s", mark, exc)
+        return False
     try:
         recorded = json.loads(text)
     except ValueError:
         return False
-    now = _identity(db_path)
+    now = _closed_identity(db_path)
     return now is not None and recorded == now
 
 
@@ -655,6 +660,7 @@ class IndexWriter:
             self.closed_cleanly = _take_closed_mark(db_path)
             self.conn, self.inode = self._open()
             self.closed_cleanly &= self.recovered_from is None
+            self._left = _file_identity(db_path)
         self._signatures: tuple[sqlite3.Connection, int, dict[Signature, int]] | None = None
         self._files_added_or_removed = False
 
@@ -708,7 +714,7 @@ class IndexWriter:
 
     def rebuild_after_corruption(self, problem: str) -> None:
         """Close, move the damaged file aside and start an empty index in its place."""
-        with self.write_lock.held(), self.lock:
+        with self._writing():
             try:
                 self.conn.close()
             except sqlite3.Error:
@@ -723,20 +729,32 @@ class IndexWriter:
 
     def reopen(self) -> None:
         """Open whatever is at the database path now: a new empty index if the file was deleted."""
-        with self.write_lock.held(), self.lock:
+        with self._writing():
             self.conn.close()
             self.conn, self.inode = self._open()
             self.openings += 1
 
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the write lock and this writer's lock; the file as it is after is what this writer
+        left (see close)."""
+        with self.write_lock.held(), self.lock:
+            try:
+                yield
+            finally:
+                self._left = _file_identity(self.db_path)
+
     def close(self) -> None:
-        """Truncate the WAL (unless another process is writing: it will), then close; an index left
-        with its WAL empty is noted as closed cleanly (CLOSED_SUFFIX)."""
+        """Truncate the WAL (unless another process is writing: it will), then close. The index is
+        noted as closed cleanly (CLOSED_SUFFIX) if its WAL was emptied and its file is still the one
+        this writer left after its last write: not replaced, not written by anyone else meanwhile."""
         with self.lock:
             held = self.write_lock.try_hold()
             try:
+                untouched = held and _file_identity(self.db_path) == self._left
                 emptied = held and self._truncate_on_closing()
                 self.conn.close()
-                if emptied:
+                if emptied and untouched:
                     _mark_closed(self.db_path)
             finally:
                 if held:
@@ -753,7 +771,7 @@ class IndexWriter:
     def transaction(self) -> Iterator[None]:
         """One write transaction, holding the write lock; if it changed anything, it also gives the
         index a new generation()."""
-        with self.write_lock.held(), self.lock:
+        with self._writing():
             self.conn.execute("BEGIN IMMEDIATE")
             changes = self.conn.total_changes
             self._files_added_or_removed = False
@@ -911,13 +929,13 @@ class IndexWriter:
 
     def optimize(self) -> None:
         """Merge the FTS index into one segment: smaller and faster to query after a bulk load."""
-        with self.write_lock.held(), self.lock:
+        with self._writing():
             self.conn.execute("INSERT INTO sections_fts (sections_fts) VALUES ('optimize')")
 
     def release_free_pages(self) -> None:
         """Give pages left free by FTS5's segment merges back to the file system, when they are more
         than 1/16 of the file (indexes are created with incremental auto-vacuum)."""
-        with self.write_lock.held(), self.lock:
+        with self._writing():
             free = self.conn.execute("PRAGMA freelist_count").fetchone()[0]
             if free * 16 > self.conn.execute("PRAGMA page_count").fetchone()[0]:
                 self.conn.executescript("PRAGMA incremental_vacuum;")  # a plain execute frees one page only
@@ -942,7 +960,7 @@ class IndexWriter:
     def truncate_wal(self) -> bool:
         """Copy the WAL into the database and cut it to zero bytes; False if a reader still in an
         older snapshot kept it from finishing (the next call does)."""
-        with self.write_lock.held(), self.lock:
+        with self._writing():
             self.conn.execute(f"PRAGMA busy_timeout = {CHECKPOINT_BUSY_MS}")
             try:
                 busy, _, _ = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()

@@ -874,7 +874,7 @@ def _root_rules(root_fd: int, file_filter: FileFilter) -> Rules | None:
 
 #: The names an index's files take (database, WAL, shared memory, lock, a moved-aside copy), wherever
 #: they are; a name merely holding ".sqlite3" (backup.sqlite3.md) is an ordinary file.
-_INDEX_FILE_NAME = re.compile(re.escape(DB_SUFFIX) + r"(?:-wal|-shm|-journal|\.lock|\.corrupt-.*)?$", re.S)
+_INDEX_FILE_NAME = re.compile(re.escape(DB_SUFFIX) + r"(?:-wal|-shm|-journal|\.lock|\.closed|\.corrupt-.*)?$", re.S)
 
 
 def resolve_user_path(root: Path, user_path: str, index_directory: Path) -> str:
