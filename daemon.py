@@ -399,4 +399,4 @@ class Daemons:
         """A reader saw the index fail: the next scan checks it."""
         for loop in self.loops.values():
             if loop.indexer is not None:
-                loop.indexer.damage_suspected = True
+                loop.indexer.suspect_damage()

@@ -658,9 +658,9 @@ class IndexWriter:
         with self.write_lock.held(on_wait, stop):
             #: The index is as a writer left it when it last closed it cleanly (CLOSED_SUFFIX).
             self.closed_cleanly = _take_closed_mark(db_path)
-            self.conn, self.inode = self._open()
+            self._open_sound()
             self.closed_cleanly &= self.recovered_from is None
-            self._left = _file_identity(db_path)
+            self.sound |= self.closed_cleanly
         self._signatures: tuple[sqlite3.Connection, int, dict[Signature, int]] | None = None
         self._files_added_or_removed = False
 
@@ -720,7 +720,7 @@ class IndexWriter:
             except sqlite3.Error:
                 pass
             self.recovered_from = self.move_aside(problem)
-            self.conn, self.inode = self._open()
+            self._open_sound()
             self.openings += 1
 
     def file_replaced(self) -> bool:
@@ -731,8 +731,23 @@ class IndexWriter:
         """Open whatever is at the database path now: a new empty index if the file was deleted."""
         with self._writing():
             self.conn.close()
-            self.conn, self.inode = self._open()
+            self._open_sound()
             self.openings += 1
+
+    def _open_sound(self) -> None:
+        """_open, knowing the file sound (``sound``) only if it is new: none or empty before, or a
+        damaged one moved aside. Whether a writer knows its file sound decides if its close may
+        vouch for it (CLOSED_SUFFIX); a check that passes (quick_check) makes it known sound, and
+        damage a reader suspects (distrust) unknown again."""
+        before = _file_identity(self.db_path)
+        moved = self.recovered_from
+        self.conn, self.inode = self._open()
+        self.sound = before is None or before[2] == 0 or self.recovered_from != moved
+        self._left = _file_identity(self.db_path)
+
+    def distrust(self) -> None:
+        """A reader saw the index fail: this writer no longer knows it sound, until a check passes."""
+        self.sound = False
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
@@ -746,12 +761,13 @@ class IndexWriter:
 
     def close(self) -> None:
         """Truncate the WAL (unless another process is writing: it will), then close. The index is
-        noted as closed cleanly (CLOSED_SUFFIX) if its WAL was emptied and its file is still the one
-        this writer left after its last write: not replaced, not written by anyone else meanwhile."""
+        noted as closed cleanly (CLOSED_SUFFIX) if its WAL was emptied, this writer knows it sound
+        (``sound``), and its file is still the one this writer left after its last write: not
+        replaced, not written by anyone else meanwhile."""
         with self.lock:
             held = self.write_lock.try_hold()
             try:
-                untouched = held and _file_identity(self.db_path) == self._left
+                untouched = held and self.sound and _file_identity(self.db_path) == self._left
                 emptied = held and self._truncate_on_closing()
                 self.conn.close()
                 if emptied and untouched:
@@ -951,6 +967,8 @@ class IndexWriter:
                 for body, outline in conn.execute("SELECT body, outline FROM sections"):
                     decompress(body)
                     stored_outline(outline)
+            if verdict == "ok" and not self.file_replaced():
+                self.sound = True
             return verdict
         except SectionDamaged as exc:
             return str(exc)

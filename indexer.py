@@ -333,6 +333,11 @@ class TextIndexer:
             # The source is gone, unlisted or unmounted: nothing is removed; the next scan retries.
             return self._scan_failed(exc)
 
+    def suspect_damage(self) -> None:
+        """A reader saw the index fail: the next scan checks it, and until then it is not vouched for."""
+        self.damage_suspected = True
+        self.writer.distrust()
+
     def _check_index_file(self) -> None:
         """Reopen an index file deleted or replaced under the writer (one stat per scan), and check
         its integrity then or when a reader saw the index fail."""

@@ -288,14 +288,18 @@ def _first_groups(
     """The first ``wanted`` groups of ``ranked`` (fewer if it runs out; see _groups), best first,
     once the files they show (each one's leader and the MAX_ALSO_IN copies named with it) are
     checked on disk: when some are gone, the groups are made again without them (nothing is loaded
-    or checked twice). Only what is shown is checked: on texts held ~40 times each a search loads
-    hundreds of files, and checking them all (a folder opened for each) cost a fifth of the search."""
+    or checked twice), and the files of twice as many groups more are checked the next time, so
+    that a thousand gone files cost a few rounds, not a thousand. Only what is shown is checked: on
+    texts held ~40 times each a search loads hundreds of files, and checking them all (a folder
+    opened for each) cost a fifth of the search."""
+    ahead = 0
     while True:
-        groups = _groups(conn, ranked, wanted, asking, loaded)
+        groups = _groups(conn, ranked, wanted + ahead, asking, loaded)
         gone = len(loaded.gone)
-        loaded.check([rowid for group in groups[:wanted] for rowid, _ in group[:1 + MAX_ALSO_IN]], asking.freshness)
+        loaded.check([rowid for group in groups[:wanted + ahead] for rowid, _ in group[:1 + MAX_ALSO_IN]], asking.freshness)
         if len(loaded.gone) == gone:
             return groups
+        ahead = max(wanted, 2 * ahead)
 
 
 def _groups(

@@ -38,7 +38,7 @@ def read_status(
         database.drop_reader(db_path)
         problem = problem or str(exc)
         if indexer is not None:
-            indexer.damage_suspected = True
+            indexer.suspect_damage()
     meta = database.source_meta(counts["meta"], prefix)
     lock = indexer.writer.write_lock if indexer else database.WriterLock(database.lock_path(db_path))
     writer = lock.holder()

@@ -42,8 +42,29 @@ def test_a_clean_close_is_noted_and_the_next_opening_takes_the_note(config: Serv
     writer.conn.close()  # as if killed: no close()
     killed = IndexWriter(db)
     assert not killed.closed_cleanly
-    killed.close()
+    killed.close()  # it never checked the file: it cannot vouch for it
+    unchecked = IndexWriter(db)
+    assert not unchecked.closed_cleanly
+    assert unchecked.quick_check() == "ok"  # as a server does at its start
+    unchecked.close()
     assert IndexWriter(db).closed_cleanly
+
+
+def test_a_writer_vouches_only_for_a_file_it_knows_sound(config: ServerConfig, source: Path) -> None:
+    db = closed_index(config, source)  # a new index, sound from the start: its close vouched for it
+    trusted = IndexWriter(db)
+    assert trusted.closed_cleanly and trusted.sound
+    trusted.conn.close()  # killed: the note was taken at opening
+    fresh = config.db_path.with_name("fresh.sqlite3")
+    made = IndexWriter(fresh)  # a new index: sound from the start
+    assert made.sound
+    made.close()
+    assert IndexWriter(fresh).closed_cleanly
+    checked = IndexWriter(db)
+    assert not checked.sound and checked.quick_check() == "ok" and checked.sound
+    checked.distrust()  # a reader saw the index fail, and the server stops before the next scan
+    checked.close()
+    assert not IndexWriter(db).closed_cleanly
 
 
 def touch_keeping_times(db: Path) -> None:
