@@ -285,7 +285,7 @@ class Loaded:
 def _first_groups(
     conn: sqlite3.Connection, ranked: list[tuple[int, float]], wanted: int, asking: Asking, loaded: Loaded
 ) -> list[list[tuple[int, float]]]:
-    """The first ``wanted`` groups of ``ranked`` (fewer if it runs out; see _groups), best first,
+    """The groups of ``ranked`` (see _groups), best first, the first ``wanted`` at least if it has them,
     once the files they show (each one's leader and the MAX_ALSO_IN copies named with it) are
     checked on disk: when some are gone, the groups are made again without them (nothing is loaded
     or checked twice), and the files of twice as many groups more are checked the next time, so
