@@ -20,10 +20,10 @@ from models import ServerConfig
 from tests.conftest import write
 
 
-def closed_index(config: ServerConfig, source: Path) -> Path:
-    """An index of a few notes, written and closed cleanly: its path."""
-    for n in range(5):
-        write(source, f"n{n}.md", f"# Note {n}\n\nwalrus {n}\n")
+def closed_index(config: ServerConfig, source: Path, notes: int = 5, filler: int = 0) -> Path:
+    """An index of ``notes`` notes (``filler`` words more in each), written and closed cleanly: its path."""
+    for n in range(notes):
+        write(source, f"n{n}.md", f"# Note {n}\n\nwalrus {n} " + "filler " * filler + "\n")
     writer = IndexWriter(config.db_path)
     TextIndexer(config, writer).scan()
     writer.close()
@@ -146,6 +146,13 @@ def test_a_server_checks_the_index_at_start_only_when_it_was_not_closed_cleanly(
     db = closed_index(config, source)
     if not clean:
         mark_of(db).unlink()
+    assert checks_in_a_server_run(config, monkeypatch) == ([] if clean else [False])
+    assert mark_of(db).is_file()  # the server closed it cleanly in turn
+
+
+def checks_in_a_server_run(config: ServerConfig, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """The integrity checks (their ``sections_too``) a Daemon on ``config`` runs through its first
+    scan and one more, until it is closed."""
     checks: list[bool] = []
     real = database.IndexWriter.quick_check
     monkeypatch.setattr(database.IndexWriter, "quick_check", lambda self, sections_too=False: checks.append(sections_too) or real(self))
@@ -156,5 +163,4 @@ def test_a_server_checks_the_index_at_start_only_when_it_was_not_closed_cleanly(
         assert daemon.indexer is not None and daemon.indexer.scan()["success"]
     finally:
         daemon.close()
-    assert checks == ([] if clean else [False])
-    assert mark_of(db).is_file()  # the server closed it cleanly in turn
+    return checks

@@ -14,26 +14,16 @@ from pathlib import Path
 import pytest
 
 import database
-from daemon import Daemon
 from database import CLOSED_SUFFIX, IndexWriter
-from indexer import TextIndexer
 from models import ServerConfig
 from search import search
-from tests.conftest import write
+from tests import test_clean_close as clean_close
+from tests.test_clean_close import mark_of
 
 
 def closed_index(config: ServerConfig, source: Path) -> Path:
     """An index of a few notes (a few pages each), written and closed cleanly: its path."""
-    for n in range(20):
-        write(source, f"n{n}.md", f"# Note {n}\n\nwalrus {n} " + "filler " * 400 + "\n")
-    writer = IndexWriter(config.db_path)
-    TextIndexer(config, writer).scan()
-    writer.close()
-    return config.db_path
-
-
-def mark_of(db: Path) -> Path:
-    return Path(f"{db}{CLOSED_SUFFIX}")
+    return clean_close.closed_index(config, source, notes=20, filler=400)
 
 
 def damaged_copy(db: Path, target: Path) -> Path:
@@ -80,16 +70,7 @@ def test_a_server_checks_an_index_that_was_replaced_while_the_last_server_ran(
     last = IndexWriter(db)  # the last server, closed before its next scan noticed the replacement
     os.replace(foreign, db)
     last.close()
-    checks: list[bool] = []
-    real = database.IndexWriter.quick_check
-    monkeypatch.setattr(database.IndexWriter, "quick_check", lambda self, sections_too=False: checks.append(sections_too) or real(self))
-    daemon = Daemon(config)
-    daemon.start()
-    try:
-        assert daemon.first_scan_done.wait(30)
-    finally:
-        daemon.close()
-    assert checks, "a replaced, damaged index was served with no integrity check at start"
+    assert clean_close.checks_in_a_server_run(config, monkeypatch), "a replaced, damaged index was served with no integrity check at start"
 
 
 def test_damage_done_while_a_writer_has_the_index_open_is_not_noted_as_closed_cleanly(
