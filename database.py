@@ -1095,6 +1095,10 @@ def _prepare_schema(conn: sqlite3.Connection) -> None:
         conn.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
     # Status counts files and sections from this index (index_counts); made for an existing index too.
     conn.execute("CREATE INDEX IF NOT EXISTS files_counted ON files(path, section_count, fallback_decoded)")
+    # The first scan after opening reads every file's signature (file_signatures) from this index,
+    # not from the files' rows, whose pages lie among the sections' all over the file: at a million
+    # files 30 s from a cold cache. Made for an existing index too (once, at its first opening).
+    conn.execute("CREATE INDEX IF NOT EXISTS files_signed ON files(path, mtime_ns, size, inode, ctime_ns, indexed_at_ns)")
     # FTS5 merges 4 segments of a level at a time (automerge): 16 took 0.7-0.85 s less writer CPU
     # in a full index of 8 copies of the PowerShell docs, but made an edit searchable ~30 ms later at
     # p99 with the watcher (bench/watch.py, 120 edits: 193-210 ms against 166-177 ms).
