@@ -1094,17 +1094,29 @@ def _prepare_schema(conn: sqlite3.Connection) -> None:
             raise sqlite3.DatabaseError(f"schema version {version} with tables {sorted(tables)[:5]} is not this daemon's schema")
         conn.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
     # Status counts files and sections from this index (index_counts); made for an existing index too.
-    conn.execute("CREATE INDEX IF NOT EXISTS files_counted ON files(path, section_count, fallback_decoded)")
+    _make_index(conn, "files_counted ON files(path, section_count, fallback_decoded)")
     # The first scan after opening reads every file's signature (file_signatures) from this index,
     # not from the files' rows, whose pages lie among the sections' all over the file: at a million
-    # files 30 s from a cold cache. Made for an existing index too (once, at its first opening).
-    conn.execute("CREATE INDEX IF NOT EXISTS files_signed ON files(path, mtime_ns, size, inode, ctime_ns, indexed_at_ns)")
+    # files 33 s from a cold cache, 2 s from this. Made for an existing index too (once).
+    _make_index(conn, "files_signed ON files(path, mtime_ns, size, inode, ctime_ns, indexed_at_ns)")
     # FTS5 merges 4 segments of a level at a time (automerge): 16 took 0.7-0.85 s less writer CPU
     # in a full index of 8 copies of the PowerShell docs, but made an edit searchable ~30 ms later at
     # p99 with the watcher (bench/watch.py, 120 edits: 193-210 ms against 166-177 ms).
     hashsize = conn.execute("SELECT v FROM sections_fts_config WHERE k = 'hashsize'").fetchone()
     if hashsize is None or hashsize[0] != FTS_HASH_BYTES:  # FTS5 keeps its settings in the index
         conn.execute("INSERT INTO sections_fts (sections_fts, rank) VALUES ('hashsize', ?)", (FTS_HASH_BYTES,))
+
+
+def _make_index(conn: sqlite3.Connection, definition: str) -> None:
+    """CREATE INDEX IF NOT EXISTS ``definition`` (a constant of this module), for an index written
+    before it existed too. Such an index only speeds reads up: one that cannot be made now (a full
+    disk) is made at a later opening, and the index is opened without it."""
+    try:
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {definition}")
+    except sqlite3.OperationalError as exc:
+        if is_corruption(exc):
+            raise
+        logger.warning("could not make the index %s now (%s); reading without it", definition.split()[0], exc)
 
 
 # ---- reading ---------------------------------------------------------------------------------
