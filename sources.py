@@ -48,8 +48,9 @@ def filter_prefixes(config: ServerConfig, collection: str | Sequence[str] | None
 def source_of(config: ServerConfig, collection: str | None, user_path: str) -> tuple[ServerConfig, str]:
     """The config of the source holding ``user_path`` (get_document, refresh_index), and the path
     within it: the named ``collection``'s; else, with several sources, the one an absolute path is
-    inside, or the only one whose index (else folder) has a file at that path
-    (an ArgumentError when several do, naming them), or the one ``collection:path`` names."""
+    inside, or the one ``NAME:path`` names when a source is named NAME (as ``also_in`` writes another
+    source's file; a file literally named so is read with ``collection``), or the only one whose
+    index (else folder) has a file at that path (an ArgumentError when several do, naming them)."""
     if collection is not None:
         if not isinstance(collection, str):
             raise ArgumentError("collection", f"must be a source's name, got {collection!r}")
@@ -61,6 +62,9 @@ def source_of(config: ServerConfig, collection: str | None, user_path: str) -> t
             if is_inside(os.path.normpath(user_path), str(source.directory)):  # config resolved it
                 return config.for_source(source), user_path
         raise UnsafePathError(user_path, f"it is outside every source's folder ({_known(config)})")
+    named = re.fullmatch(f"({SOURCE_NAME.pattern}):(.+)", user_path, re.S)
+    if named and config.source_named(named[1]) is not None:  # also_in's way of naming another source's file
+        return config.for_source(config.source_named(named[1])), named[2]  # type: ignore[arg-type]
     holding = [source for source in config.sources if _indexed(config, source, user_path)]
     holding = holding or [source for source in config.sources if _on_disk(source, user_path)]
     if len(holding) > 1:
@@ -68,9 +72,6 @@ def source_of(config: ServerConfig, collection: str | None, user_path: str) -> t
         raise ArgumentError("collection", f"{user_path[:200]!r} is in several sources ({names}): give collection")
     if holding:
         return config.for_source(holding[0]), user_path
-    named = re.fullmatch(f"({SOURCE_NAME.pattern}):(.+)", user_path, re.S)
-    if named and config.source_named(named[1]) is not None:  # also_in's way of naming another source's file
-        return config.for_source(config.source_named(named[1])), named[2]  # type: ignore[arg-type]
     return config.for_source(config.sources[0]), user_path
 
 

@@ -227,16 +227,18 @@ def test_cli_lists_and_narrows_by_source(tmp_path: Path) -> None:
     shutil.rmtree(tmp_path / "idx")
 
 
-async def test_a_path_that_looks_like_collection_colon_path_is_the_file_of_that_name_first(tmp_path: Path) -> None:
+async def test_collection_colon_path_names_that_sources_file_as_also_in_writes_it(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     write(a, "b:x.md", "# Colon\n\nThe file named with a colon, about herons.\n")
     write(b, "x.md", "# Plain\n\nThe other source's file, about egrets.\n")
     async with Client(params(tmp_path / "idx", str(a), str(b))) as client:
         await indexed(client, 2)
         named = await call(client, "get_document", {"path": "b:x.md"})
-        assert (named["collection"], named["path"]) == ("a", "b:x.md") and "herons" in named["text"]
-        other = await call(client, "get_document", {"path": "x.md"})
-        assert other["collection"] == "b" and "egrets" in other["text"]
+        assert (named["collection"], named["path"]) == ("b", "x.md") and "egrets" in named["text"]
+        literal = await call(client, "get_document", {"path": "b:x.md", "collection": "a"})
+        assert (literal["collection"], literal["path"]) == ("a", "b:x.md") and "herons" in literal["text"]
+        plain = await call(client, "get_document", {"path": "x.md"})
+        assert plain["collection"] == "b" and "egrets" in plain["text"]
 
 
 async def test_an_index_deleted_under_a_server_of_several_sources_is_filled_again_by_each(tmp_path: Path) -> None:
