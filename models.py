@@ -3,7 +3,7 @@
 Internal records are dataclasses. Tool replies are ``typing_extensions.TypedDict`` so the MCP SDK
 derives an output schema from them (a ``typing.TypedDict`` nesting another one silently loses its
 schema on Python 3.11); the CLI's ``--json`` prints the very same dictionaries, whole, where the MCP
-tools leave out the fields that say nothing (main.lean_search and the like).
+tools leave out the fields that say nothing (tools.lean_search and the like).
 """
 
 from __future__ import annotations
@@ -156,10 +156,10 @@ def default_source_name(directory: Path) -> str:
 
 
 def modified_time(mtime_ns: int) -> str:
-    """A file's modification time as replies write it: ISO 8601 in UTC, to the second ("unknown"
-    for a time past what datetime holds)."""
+    """A file's modification time as replies write it: ISO 8601 in UTC, to the second, with a Z
+    ("2026-11-29T01:02:03Z"; "unknown" for a time past what datetime holds)."""
     try:
-        return datetime.fromtimestamp(mtime_ns / 1e9, tz=timezone.utc).isoformat(timespec="seconds")
+        return datetime.fromtimestamp(mtime_ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     except (OverflowError, OSError, ValueError):
         return "unknown"
 
@@ -262,7 +262,8 @@ class WatchState:
 
 class SearchHit(TypedDict):
     """A search result. search.search fills every field; the MCP tool leaves out those that say
-    nothing (main.lean_hit, docs/tools.md): hence NotRequired."""
+    nothing (tools.lean_hit, docs/tools.md): hence NotRequired. The fields the spec names (path,
+    snippet, score, last_modified) are in every hit."""
 
     #: The name of the source (folder) the file is in; only when the server serves several. ``path``
     #: is relative to it; get_document and refresh_index take both.
@@ -274,7 +275,7 @@ class SearchHit(TypedDict):
     score: float
     line_start: int
     line_end: int
-    last_modified: NotRequired[str]
+    last_modified: str
     #: The file changed on disk since it was indexed and could not be indexed again in time: the
     #: snippet and lines are from the indexed text.
     stale: NotRequired[bool]
@@ -302,7 +303,7 @@ class QueryReading(TypedDict):
     as a phrase."""
 
     mode: str
-    #: search.search fills every list; the MCP tool leaves out the empty ones (main.lean_search).
+    #: search.search fills every list; the MCP tool leaves out the empty ones (tools.lean_search).
     required: NotRequired[list[str]]
     optional: NotRequired[list[str]]
     phrases: NotRequired[list[str]]
@@ -312,7 +313,7 @@ class QueryReading(TypedDict):
 
 
 class SearchReply(TypedDict):
-    """search.search fills every field; the MCP tool leaves out those that say nothing (main.lean_search)."""
+    """search.search fills every field; the MCP tool leaves out those that say nothing (tools.lean_search)."""
 
     query: NotRequired[str]
     results: list[SearchHit]
@@ -363,7 +364,7 @@ class OutlineEntry(TypedDict):
 
 class DocumentReply(TypedDict):
     """documents.document_reply fills every field but the outline's; the MCP tool leaves out
-    those that say nothing (main.lean_document)."""
+    those that say nothing (tools.lean_document)."""
 
     #: The file's source, with several (see SearchHit).
     collection: NotRequired[str]
@@ -424,7 +425,7 @@ class SourceStatus(TypedDict):
 
 class StatusReply(TypedDict):
     """status.read_status fills every field but the hint; the MCP tool leaves out those that say
-    nothing (main.lean_status). With several sources (status.server_status): the totals, and each
+    nothing (tools.lean_status). With several sources (status.server_status): the totals, and each
     source's own in ``sources`` (then no ``source_directory`` here)."""
 
     source_directory: NotRequired[str]
@@ -434,8 +435,10 @@ class StatusReply(TypedDict):
     indexed_files: int
     total_documents: int
     index_size_mb: float
-    last_scan: NotRequired[str | None]
-    errors_encountered: NotRequired[int]
+    #: The spec's fields (indexed_files, last_scan, index_size_mb, total_documents,
+    #: errors_encountered) are in every reply; last_scan is null until a scan has finished.
+    last_scan: str | None
+    errors_encountered: int
     last_error: NotRequired[str | None]
     skipped_files: NotRequired[dict[str, int]]
     fallback_decoded_files: NotRequired[int]
@@ -447,7 +450,9 @@ class StatusReply(TypedDict):
 
 
 class RefreshReply(TypedDict):
+    """refresh_index: the spec's fields (success, files_processed, errors) are in every reply."""
+
     success: bool
     files_processed: int
     files_removed: int
-    errors: NotRequired[list[str]]
+    errors: list[str]

@@ -148,10 +148,9 @@ def read_differently(query: str, reading: QueryReading) -> bool:
     return set(_TYPED_WORD.findall(query.lower())) - STOPWORDS != searched - STOPWORDS
 
 
-def lean_search(reply: SearchReply, query: str, explain: bool = False, dated: bool = False) -> SearchReply:
+def lean_search(reply: SearchReply, query: str, explain: bool = False) -> SearchReply:
     """The search reply an agent is sent: the fields that say nothing left out (docs/tools.md);
-    ``query_read`` only when the query was read differently or ``explain``; ``dated``: a date
-    filter was given, so the hits say when their files were modified."""
+    ``query_read`` only when the query was read differently or ``explain``."""
     lean = _said(reply, ("indexing", "offset", "next_offset", "warnings", "suggestions"))
     if reply["query"] == query:
         del lean["query"]
@@ -159,23 +158,21 @@ def lean_search(reply: SearchReply, query: str, explain: bool = False, dated: bo
         lean["query_read"] = cast(QueryReading, _said(reply["query_read"], ("required", "optional", "phrases", "prefixes", "excluded", "feedback")))
     else:
         del lean["query_read"]
-    lean["results"] = [lean_hit(hit, dated) for hit in reply["results"]]
+    lean["results"] = [lean_hit(hit) for hit in reply["results"]]
     return cast(SearchReply, lean)
 
 
-def lean_hit(hit: SearchHit, dated: bool) -> SearchHit:
+def lean_hit(hit: SearchHit) -> SearchHit:
     """A search hit without what says nothing: a title that repeats the heading's first part or
     the file's name, ``stale`` when false, ``also_in`` when empty, an ``also_in_count`` that is
-    its length; ``last_modified`` only if ``dated``; versioned copies in ``also_in`` named by the
-    folder that differs (named_copies). The score keeps 3 significant digits."""
+    its length; versioned copies in ``also_in`` named by the folder that differs (named_copies).
+    The score keeps 3 significant digits; the spec's fields are always there."""
     lean = _said(hit, ("heading", "stale", "also_in", "tags"))
     lean["score"] = float(f"{hit['score']:.3g}")
     if hit["also_in_count"] == len(hit["also_in"]):
         del lean["also_in_count"]
     if hit["title"] in ("", hit["heading"].split(" > ")[0], PurePosixPath(hit["path"]).stem):
         del lean["title"]
-    if not dated:
-        del lean["last_modified"]
     if lean.get("also_in"):
         del lean["also_in"]
         lean.update(named_copies(hit["path"], hit["also_in"]))
@@ -215,15 +212,17 @@ def lean_document(reply: DocumentReply) -> DocumentReply:
     return cast(DocumentReply, lean)
 
 
-def lean_status(status: Mapping[str, Any]) -> StatusReply:
-    """A get_index_status reply (or a source's part of it) without what says nothing: counts that
-    are 0, values never set, and ``progress`` when no scan is running."""
-    lean = _said(status, ("last_scan", "errors_encountered", "last_error", "skipped_files", "fallback_decoded_files", "writer_pid"))
+def lean_status(status: Mapping[str, Any], part: bool = False) -> StatusReply:
+    """A get_index_status reply (or with ``part``, a source's part of it) without what says
+    nothing: counts that are 0, values never set, and ``progress`` when no scan is running. The
+    spec's fields are in every reply: only a part leaves out a last_scan never set and no errors."""
+    spec_fields = ("last_scan", "errors_encountered") if part else ()
+    lean = _said(status, (*spec_fields, "last_error", "skipped_files", "fallback_decoded_files", "writer_pid"))
     if status["state"] != "indexing":
         lean.pop("progress", None)
     lean["watching"] = _said(status["watching"], ("problem",))
     if "sources" in status:
-        lean["sources"] = [lean_status(part) for part in status["sources"]]
+        lean["sources"] = [lean_status(part, part=True) for part in status["sources"]]
     return cast(StatusReply, lean)
 
 
@@ -265,7 +264,7 @@ def build_server(daemon: Daemons) -> Any:
         extensions: Annotated[list[str] | None, schema_bounds(0, MAX_EXTENSIONS, "list"), described(
             'Only files with these extensions, e.g. [".md"].')] = None,
         modified_after: Annotated[str | None, described(
-            "Only files modified at or after this ISO 8601 date or datetime (UTC unless given); hits then carry last_modified.")] = None,
+            "Only files modified at or after this ISO 8601 date or datetime (UTC unless given).")] = None,
         modified_before: Annotated[str | None, described("Only files modified before this ISO 8601 date or datetime.")] = None,
         offset: Annotated[int, schema_bounds(0, MAX_OFFSET), described("Skip this many results: the previous page's next_offset.")] = 0,
         collapse_duplicates: Annotated[bool, described(
@@ -296,8 +295,7 @@ def build_server(daemon: Daemons) -> Any:
             if isinstance(exc, IndexUnavailableError):
                 daemon.suspect_damage()
             raise ToolError(writable(str(exc))) from exc
-        dated = modified_after is not None or modified_before is not None
-        return tool_result(writable_reply(lean_search(reply, query, explain, dated)))
+        return tool_result(writable_reply(lean_search(reply, query, explain)))
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
     async def get_document(
@@ -391,6 +389,6 @@ def build_server(daemon: Daemons) -> Any:
             reply = await run_cancellable(work)
         except TOOL_ERRORS as exc:
             raise ToolError(writable(str(exc))) from exc
-        return tool_result(writable_reply(_said(reply, ("errors",))))
+        return tool_result(writable_reply(reply))
 
     return server

@@ -71,7 +71,7 @@ async def test_replies_through_a_real_session(source: Path, tmp_path: Path) -> N
         hit = reply["results"][0]
         assert hit["path"] == "guide/install.md" and hit["heading"] == "Install > Linux"
         # What says nothing is left out: the title is the heading's first part, no copies, not stale...
-        assert set(hit) == {"path", "heading", "snippet", "score", "line_start", "line_end"}
+        assert set(hit) == {"path", "heading", "snippet", "score", "line_start", "line_end", "last_modified"}
         assert set(reply) == {"results", "files_matched", "has_more"}
         text = (await client.call_tool("search", {"query": "installer sudo"})).content[0].text
         assert "café" in text and "\\u00e9" not in text  # ensure_ascii=False: fewer characters
@@ -95,7 +95,7 @@ async def test_replies_through_a_real_session(source: Path, tmp_path: Path) -> N
         status = await call("get_index_status", {})
         assert status["state"] == "idle" and "progress" not in status and "last_error" not in status
         refreshed = await call("refresh_index", {"filepath": "notes.txt"})
-        assert refreshed["success"] and "errors" not in refreshed
+        assert refreshed["success"] and refreshed["errors"] == []  # the spec's field, empty
 
 
 @pytest.mark.anyio
@@ -142,11 +142,11 @@ def test_lean_hit_keeps_what_tells_something() -> None:
     hit = {"path": "docs/a.md", "title": "Guide", "heading": "Install > Linux", "snippet": "s", "score": 12.345678,
            "line_start": 1, "line_end": 2, "last_modified": "2020-01-01T00:00:00+00:00", "stale": True,
            "also_in": ["b.md"], "also_in_count": 3}
-    lean = tools.lean_hit(hit, dated=False)  # type: ignore[arg-type]
+    lean = tools.lean_hit(hit)  # type: ignore[arg-type]
     assert lean["score"] == 12.3 and lean["title"] == "Guide" and lean["stale"] and lean["also_in_count"] == 3
-    assert "last_modified" not in lean
-    plain = tools.lean_hit({**hit, "title": "a", "stale": False, "also_in": [], "also_in_count": 0}, dated=False)  # type: ignore[arg-type]
-    assert set(plain) == {"path", "heading", "snippet", "score", "line_start", "line_end"}
+    assert lean["last_modified"] == hit["last_modified"]  # the spec's fields are in every hit
+    plain = tools.lean_hit({**hit, "title": "a", "stale": False, "also_in": [], "also_in_count": 0})  # type: ignore[arg-type]
+    assert set(plain) == {"path", "heading", "snippet", "score", "line_start", "line_end", "last_modified"}
 
 
 def test_progress_moves_within_a_batch(config: ServerConfig, monkeypatch: pytest.MonkeyPatch) -> None:
