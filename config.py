@@ -26,7 +26,7 @@ from typing import Any
 
 from exceptions import ConfigError
 from ignore_rules import MAX_EXCLUDE_PATTERNS, MAX_PATTERN_CHARS, PatternError, compile_exclude_patterns
-from models import SOURCE_NAME, ServerConfig, Source, default_source_name
+from models import SOURCE_NAME, ServerConfig, Source, default_source_name, identity
 
 PROJECT_DIR = Path(__file__).resolve().parent
 #: The CPUs this process may run on (its affinity, not the machine's count): sizes the indexer's
@@ -249,7 +249,7 @@ def _sources(values: dict[str, _Value], index_dir: Path) -> tuple[Source, ...]:
                                   " folders side by side", value.origin)
         if is_under(folder, index_dir):
             raise ConfigError("sources", f"{folder} is the index folder {index_dir} or inside it: index another folder", value.origin)
-        sources.append(Source(name, folder))
+        sources.append(Source(name, folder, identity(os.stat(folder))))
     return tuple(sources)
 
 

@@ -1743,6 +1743,18 @@ def meta_values(conn: sqlite3.Connection) -> dict[str, str]:
     return dict(conn.execute("SELECT key, value FROM meta").fetchall())
 
 
+def recorded_folder(conn: sqlite3.Connection, prefix: str = "") -> str | None:
+    """The identity (models.identity) of the folder a source's index was made from, as its last
+    scan recorded it (its ``mounts``' entry for the source itself); None before any scan."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (prefix + "mounts",)).fetchone()
+    try:
+        recorded = json.loads(row[0]) if row else None
+    except (ValueError, RecursionError):
+        return None
+    found = recorded.get("") if isinstance(recorded, dict) else None
+    return found if isinstance(found, str) else None
+
+
 def skipped_files(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
     return conn.execute("SELECT path, reason, detail FROM skipped ORDER BY path").fetchall()
 

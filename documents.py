@@ -17,12 +17,13 @@ from typing import NamedTuple
 
 import database
 from exceptions import ArgumentError, FileSkipped, IndexUnavailableError
-from file_utils import check_single_file, read_regular_file, resolve_user_path, whitespace_twin
+from file_utils import check_single_file, read_regular_file, reading_from, resolve_user_path, whitespace_twin
 from formats import MAX_TITLE_CHARS
 from indexer import file_filter
 from models import DocumentReply, OutlineEntry, ServerConfig, modified_time
 from sections import Content, file_content
 from snippets import visible_text
+from sources import indexed_folder
 
 #: get_document returns at most this many characters at once, and lists at most
 #: MAX_OUTLINE_HEADINGS headings of a file.
@@ -90,6 +91,13 @@ def read_document(config: ServerConfig, user_path: str) -> Document:
     refresh_index (UnsafePathError), then the walk's (ArgumentError naming why not)."""
     root = config.source_directory
     rel = resolve_user_path(root, user_path, config.index_output_directory)
+    with reading_from(indexed_folder(config, config.source)):
+        return _read_checked(config, rel)
+
+
+def _read_checked(config: ServerConfig, rel: str) -> Document:
+    """read_document of the source key ``rel``, once the path is known safe."""
+    root = config.source_directory
     try:
         if check_single_file(root, rel, file_filter(config)) is None:
             twin = whitespace_twin(root, rel)

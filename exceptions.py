@@ -76,10 +76,10 @@ class IndexUnavailableError(DocSearchError):
 class SourceUnavailableError(DocSearchError):
     """The source directory itself cannot be listed: nothing in the index may be taken as deleted."""
 
-    def __init__(self, path: str, reason: str) -> None:
+    def __init__(self, path: str, reason: str, named: str = "source directory") -> None:
         self.path = path
         self.reason = reason
-        super().__init__(f"source directory {path}: {reason}")
+        super().__init__(f"{named} {path}: {reason}")
 
 
 class Cancelled(DocSearchError):

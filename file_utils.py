@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import codecs
 import contextlib
+import contextvars
 import ctypes
 import errno
 import hashlib
@@ -31,7 +32,7 @@ from urllib.parse import unquote
 
 from exceptions import FileSkipped, SourceUnavailableError, UnsafePathError
 from ignore_rules import Matcher, RuleSet, Rules, bytewise, compile_exclude_patterns, parse_rules, warn_once
-from models import DB_SUFFIX, DiskFile, Signature
+from models import DB_SUFFIX, DiskFile, Signature, identity
 
 #: Why a file is not indexed. Status counts files by these names.
 SKIP_REASONS = (
@@ -137,10 +138,47 @@ class _Folder(NamedTuple):
     inode: int
 
 
-def identity(st: os.stat_result) -> str:
-    """A folder's device and inode: they change when a file system is mounted over it or unmounted
-    from it, or the folder is replaced by another."""
-    return f"{st.st_dev}:{st.st_ino}"
+#: The identity the source folder must have wherever this thread opens it (see reading_from).
+_EXPECTED_SOURCE: contextvars.ContextVar[str | None] = contextvars.ContextVar("expected_source", default=None)
+#: Why a source folder that is not the one expected is not read.
+NOT_THE_INDEXED_FOLDER = "it is not the folder the index was made from (replaced or unmounted?); nothing was read from it"
+
+
+@contextlib.contextmanager
+def reading_from(expected: str | None) -> Iterator[None]:
+    """Within the block, this thread reads below a source folder only if it is the folder of
+    identity ``expected``: every opening of the source (open_in_source, lstat_in_source, the walk,
+    disk_signatures, the ignore rules) checks the descriptor it opened and raises
+    SourceUnavailableError if it is another folder (the source renamed away and a link or another
+    folder put in its place, a drive unmounted). The check is on the descriptor that is then used,
+    so nothing swapped in between is read. None: not checked."""
+    token = _EXPECTED_SOURCE.set(expected)
+    try:
+        yield
+    finally:
+        _EXPECTED_SOURCE.reset(token)
+
+
+def expected_source() -> str | None:
+    """The identity reading_from set for this thread, to pass on to a loader process."""
+    return _EXPECTED_SOURCE.get()
+
+
+def _open_source(root: Path | str, flags: int) -> int:
+    """Open the source folder ``root`` (a link to it followed: the path was resolved when the
+    server started) and check that it is the folder expected (reading_from)."""
+    fd = os.open(root, flags)
+    expected = _EXPECTED_SOURCE.get()
+    if expected is not None:
+        try:
+            same = identity(os.fstat(fd)) == expected
+        except OSError:
+            os.close(fd)
+            raise
+        if not same:
+            os.close(fd)
+            raise SourceUnavailableError(str(root), NOT_THE_INDEXED_FOLDER)
+    return fd
 
 
 class _Walk(NamedTuple):
@@ -463,7 +501,7 @@ def ignored_by_rules(root: Path, parts: list[str], file_filter: FileFilter, is_d
     if file_filter.exclude_rules is None and not file_filter.respect_gitignore:
         return None
     try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = _open_source(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError:
         return None
     try:
@@ -490,23 +528,35 @@ def ignored_by_rules(root: Path, parts: list[str], file_filter: FileFilter, is_d
         os.close(fd)
 
 
+#: disk_signatures' answer for a file that is there but cannot be looked at now (a folder on its
+#: way that cannot be entered): not known to be gone, nor to be as it was.
+UNREADABLE: Signature = ("", -1, -1, -1, -1)
+
+
 def disk_signatures(root: Path, rels: Iterable[str]) -> dict[str, Signature | None]:
     """The Signature the walk would record now for each file ``rels`` names below ``root`` (an
-    lstat with no link followed on the way), or None where there is no regular file any more.
-    The source and each folder are opened once, however many of the files are in it."""
+    lstat with no link followed on the way), None where there is no regular file any more, or
+    UNREADABLE where a folder on its way cannot be entered. The source and each folder are opened
+    once, however many of the files are in it. Raises SourceUnavailableError if the source itself
+    cannot be opened or entered, or is not the folder expected (reading_from)."""
     by_folder: dict[str, list[str]] = {}
     for rel in rels:
         by_folder.setdefault(rel.rpartition("/")[0], []).append(rel)
     found: dict[str, Signature | None] = {rel: None for in_folder in by_folder.values() for rel in in_folder}
     try:
-        root_fd = os.open(root, _PATH_FLAGS & ~os.O_NOFOLLOW)
-    except OSError:
-        return found
+        root_fd = _open_source(root, _PATH_FLAGS & ~os.O_NOFOLLOW)
+    except OSError as exc:
+        raise SourceUnavailableError(str(root), f"it cannot be opened ({exc.strerror or exc})") from None
     try:
         for folder, in_folder in by_folder.items():
             try:
                 fd = _open_beneath(root_fd, folder or ".", _PATH_FLAGS)
-            except OSError:
+            except OSError as exc:
+                if exc.errno in _GONE_ERRNOS or exc.errno in _LINKED_ERRNOS:
+                    continue
+                if not folder:
+                    raise SourceUnavailableError(str(root), f"it cannot be read ({exc.strerror or exc})") from None
+                found.update((rel, UNREADABLE) for rel in in_folder)
                 continue
             try:
                 found.update((rel, _signature_in(fd, rel)) for rel in in_folder)
@@ -522,8 +572,8 @@ def _signature_in(dir_fd: int, rel: str) -> Signature | None:
     try:
         _refuse_climbing(rel)
         st = os.stat(rel.rpartition("/")[2], dir_fd=dir_fd, follow_symlinks=False)
-    except OSError:
-        return None
+    except OSError as exc:
+        return None if exc.errno in _GONE_ERRNOS or exc.errno in _LINKED_ERRNOS else UNREADABLE
     if not stat.S_ISREG(st.st_mode):
         return None
     return (rel, st.st_mtime_ns, st.st_size, st.st_ino, st.st_ctime_ns)
@@ -675,7 +725,7 @@ def open_in_source(root: Path | str, rel: str, flags: int) -> int:
     ``root`` with ``flags``, following no link, on the way or at its end, and never going above
     it. Raises OSError as os.open does: ELOOP (or EXDEV) where a name on the way is a link or "..".
     """
-    root_fd = os.open(root, _PATH_FLAGS & ~os.O_NOFOLLOW)
+    root_fd = _open_source(root, _PATH_FLAGS & ~os.O_NOFOLLOW)
     try:
         return _open_beneath(root_fd, rel, flags)
     finally:
@@ -687,9 +737,7 @@ def lstat_in_source(root: Path | str, rel: str) -> os.stat_result:
     as open_in_source raises it)."""
     _refuse_climbing(rel)
     folder, _, name = rel.rpartition("/")
-    if not folder:
-        return os.lstat(os.path.join(root, name))
-    fd = open_in_source(root, folder, _PATH_FLAGS)
+    fd = open_in_source(root, folder, _PATH_FLAGS) if folder else _open_source(root, _PATH_FLAGS & ~os.O_NOFOLLOW)
     try:
         return os.stat(name, dir_fd=fd, follow_symlinks=False)
     finally:

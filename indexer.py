@@ -29,13 +29,13 @@ from file_utils import (
     FileFilter,
     check_single_file,
     has_surrogates,
-    identity,
     ignored_by_rules,
+    reading_from,
     resolve_user_path,
     walk_source,
 )
 from loader import load_file, load_files, reading
-from models import DiskFile, LoadedFile, RefreshReply, ScanProgress, ServerConfig, Signature, WatchState
+from models import DiskFile, LoadedFile, RefreshReply, ScanProgress, ServerConfig, Signature, WatchState, identity
 
 logger = logging.getLogger(__name__)
 
@@ -368,8 +368,12 @@ class TextIndexer:
 
     def _scan(self, on_progress: Callable[[ScanProgress], None] | None) -> RefreshReply:
         self._refreshed_in_scan = set()
+        # The folder this scan reads: every file is read from it (reading_from), and nothing is
+        # committed once the source's path leads elsewhere (_check_source).
+        self._expected = {"": identity(os.stat(self.config.source_directory))}
         try:
-            return self._scan_steps(on_progress)
+            with reading_from(self._expected[""]):
+                return self._scan_steps(on_progress)
         finally:
             self._refreshed_in_scan = None
 
@@ -418,8 +422,7 @@ class TextIndexer:
     def _walk(self, stored: _Stored) -> _Walked:
         """Walk the source and compare it with what the index remembers; raises SourceUnavailableError
         if the source or a mount point in it was swapped or unmounted while it was walked."""
-        root, recorded = self.config.source_directory, stored.recorded_mounts
-        self._expected = {"": identity(os.stat(root))}
+        recorded = stored.recorded_mounts
         changes = self.scanner.changes(stored.signatures, recorded)
         signature_of = {disk.path: _skip_signature(disk) for disk in changes.to_read}
         changes.to_read, still_skipped = _unless_skipped_as_they_are(changes.to_read, stored.remembered_skips)
@@ -604,7 +607,8 @@ class TextIndexer:
                 self._refreshed_in_scan.update(rels)
             for rel in rels:
                 self._check_recorded_folders(rel)
-            loaded = [self._read_now(rel) for rel in rels]
+            with reading_from(self._indexed_folder()):
+                loaded = [self._read_now(rel) for rel in rels]
             try:
                 with self.writer.transaction():
                     replies = [self._write_refreshed(rel, item) for rel, item in zip(rels, loaded)]
@@ -670,6 +674,12 @@ class TextIndexer:
             return load_file(self.config.source_directory, rel, reading(self.config)) if disk else None
         except FileSkipped as skipped:
             return skipped
+
+    def _indexed_folder(self) -> str | None:
+        """The identity of the folder the index was made from: as its last scan recorded it, else
+        as the source was when the server started."""
+        recorded = json.loads(self.writer.meta().get("mounts") or "{}").get("")
+        return recorded or self.config.source.identity
 
     def _check_recorded_folders(self, rel: str) -> None:
         """Refuse a one-file refresh under the source, or a mount point in it, that is no longer the

@@ -22,8 +22,8 @@ from typing import NamedTuple
 
 import database
 from config import USABLE_CPUS
-from exceptions import FileSkipped
-from file_utils import read_regular_file
+from exceptions import FileSkipped, SourceUnavailableError
+from file_utils import NOT_THE_INDEXED_FOLDER, expected_source, read_regular_file, reading_from
 from models import DiskFile, LoadedFile, ServerConfig
 from copies import sketch
 from markup import front_matter_tags
@@ -75,6 +75,8 @@ def load_or_skip(root: Path, rel: str, how: Reading) -> LoadedFile | FileSkipped
         return load_file(root, rel, how)
     except FileSkipped as skipped:
         return skipped
+    except SourceUnavailableError:  # the source is another folder now: the scan stops before its next commit
+        return FileSkipped(rel, "unavailable", NOT_THE_INDEXED_FOLDER)
     except Exception as exc:  # noqa: BLE001 - a file the code did not foresee must not stop the scan
         logger.exception("reading %r failed", rel)
         return FileSkipped(rel, "unreadable", f"reading it failed: {type(exc).__name__}: {str(exc)[:200]}")
@@ -90,12 +92,13 @@ def run_loader() -> None:
     results to stdout, pickled, in order. A full pipe pauses it; a closed one (the writer's process
     is gone) ends it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the writer's process to handle
-    root, chunks, how = pickle.load(sys.stdin.buffer)
+    root, chunks, how, expected = pickle.load(sys.stdin.buffer)
     out = sys.stdout.buffer
     try:
-        for paths in chunks:
-            pickle.dump(load_chunk(Path(root), paths, Reading(*how)), out, pickle.HIGHEST_PROTOCOL)
-            out.flush()
+        with reading_from(expected):  # the folder the scan reads, as in the writer's process
+            for paths in chunks:
+                pickle.dump(load_chunk(Path(root), paths, Reading(*how)), out, pickle.HIGHEST_PROTOCOL)
+                out.flush()
     except BrokenPipeError:
         os._exit(0)
 
@@ -180,17 +183,16 @@ class _LoaderProcess:
     def __init__(self, root: Path, chunks: list[tuple[int, list[str], int]], how: Reading, read_ahead: _ReadAhead) -> None:
         self.process = subprocess.Popen(LOADER_COMMAND, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd="/")
         self.results: queue.SimpleQueue[list[LoadedFile | FileSkipped] | None] = queue.SimpleQueue()
-        self.thread = threading.Thread(
-            target=self._exchange, args=(root, chunks, how, read_ahead), name="loader-pipe", daemon=True
-        )
+        task = (str(root), [paths for _, paths, _ in chunks], tuple(how), expected_source())
+        self.thread = threading.Thread(target=self._exchange, args=(task, chunks, read_ahead), name="loader-pipe", daemon=True)
         self.thread.start()
 
-    def _exchange(self, root: Path, chunks: list[tuple[int, list[str], int]], how: Reading, read_ahead: _ReadAhead) -> None:
+    def _exchange(self, task: tuple, chunks: list[tuple[int, list[str], int]], read_ahead: _ReadAhead) -> None:
         stdin, stdout = self.process.stdin, self.process.stdout
         assert stdin is not None and stdout is not None
         try:
             with stdin:
-                pickle.dump((str(root), [paths for _, paths, _ in chunks], tuple(how)), stdin, pickle.HIGHEST_PROTOCOL)
+                pickle.dump(task, stdin, pickle.HIGHEST_PROTOCOL)
             for number, _, size in chunks:
                 if not read_ahead.take(number, size):
                     return

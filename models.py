@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -34,10 +35,19 @@ INDEX_FORMAT = 10
 
 
 class Source(NamedTuple):
-    """A folder served, and the name results give it (``collection``)."""
+    """A folder served, the name results give it (``collection``), and its identity (see
+    identity) when the server started: replies read from that folder only, until a scan records
+    another (file_utils.reading_from)."""
 
     name: str
     directory: Path
+    identity: str | None = None
+
+
+def identity(st: os.stat_result) -> str:
+    """A folder's device and inode: they change when a file system is mounted over it or unmounted
+    from it, or the folder is replaced by another."""
+    return f"{st.st_dev}:{st.st_ino}"
 
 
 #: What a source's name may be: it is typed by agents and people, and it never needs quoting.

@@ -27,10 +27,10 @@ from typing import TypeVar, cast
 import copies
 import database
 from config import USABLE_CPUS
-from exceptions import ArgumentError, Cancelled, IndexUnavailableError, QueryError
-from file_utils import disk_signatures, has_surrogates
+from exceptions import ArgumentError, Cancelled, IndexUnavailableError, QueryError, SourceUnavailableError
+from file_utils import UNREADABLE, disk_signatures, has_surrogates, reading_from
 from filters import NO_FILTERS, Filters, search_scope
-from models import QueryReading, SearchHit, SearchReply, ServerConfig
+from models import QueryReading, SearchHit, SearchReply, ServerConfig, Signature
 from query import (
     MAX_QUERY_CHARS,
     MAX_QUERY_TERMS,
@@ -47,6 +47,7 @@ from query import (
     rarest_words,
 )
 from snippets import answering_spans, section_hit, section_snippets, showable
+from sources import indexed_folder
 
 MAX_LIMIT = 100
 #: A safety net under the query's bounds (query.py): SQLite is stopped after this long and the
@@ -141,11 +142,26 @@ class Freshness:
     refresh: Callable[[list[str]], bool] | None = None
     #: With several sources: each one's key prefix -> folder (see ServerConfig.key_prefix).
     roots: Mapping[str, Path] | None = None
+    #: The config, to name each folder's source and know which folder its index was made from.
+    config: ServerConfig | None = None
 
     @classmethod
     def of(cls, config: ServerConfig, refresh: Callable[[list[str]], bool] | None = None) -> Freshness:
         roots = {config.key_prefix(s.name): s.directory for s in config.sources} if config.several else None
-        return cls(config.source_directory, refresh, roots)
+        return cls(config.source_directory, refresh, roots, config)
+
+    def signatures(self, root: Path, rels: set[str]) -> dict[str, Signature | None]:
+        """disk_signatures of the files ``rels`` of the source at ``root``, read only from the folder
+        its index was made from (SourceUnavailableError otherwise, naming the source)."""
+        source = next((s for s in self.config.sources if s.directory == root), None) if self.config else None
+        if source is None:
+            return disk_signatures(root, rels)
+        try:
+            with reading_from(indexed_folder(self.config, source)):  # type: ignore[arg-type]
+                return disk_signatures(root, rels)
+        except SourceUnavailableError as exc:
+            named = f"source {source.name!r}" if self.config.several else "the source"  # type: ignore[union-attr]
+            raise SourceUnavailableError(exc.path, exc.reason, named) from None
 
     def place(self, key: str) -> tuple[Path, str]:
         """The folder an index key's file is in, and its path there."""
@@ -203,12 +219,13 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
         database.drop_reader(asking.db_path)
         raise IndexUnavailableError(str(asking.db_path), f"search failed: {exc}") from exc
     results = [_result(group, sections, snippet_text, changed) for group in page]
-    warnings = list(dict.fromkeys(parsed.warnings + ([case_hint] if case_hint else [])))
+    warnings = list(dict.fromkeys(parsed.warnings + ([case_hint] if case_hint else []) + _hidden_warnings(loaded)))
     kept = _within_reply_budget(results)
     if kept < len(results):
         warnings.append(f"{len(results) - kept} more results were left out to keep the reply under {MAX_REPLY_CHARS:,} characters")
     has_more = len(groups) > wanted or kept < len(results)
-    outdated = [str(sections[rowid]["path"]) for rowid in sorted(gone | changed)]
+    unreadable = {rowid for rowids in loaded.hidden.values() for rowid in rowids}
+    outdated = [str(sections[rowid]["path"]) for rowid in sorted((gone - unreadable) | changed)]
     return {
         "query": asking.query[:MAX_QUERY_CHARS], "results": results[:kept],
         "files_matched": max(files_matched - len(gone), len(results) and asking.offset + len(results)),
@@ -216,6 +233,12 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
         "next_offset": asking.offset + kept if has_more else None,
         "warnings": warnings, "query_read": reading, "suggestions": suggestions,
     }, outdated
+
+
+def _hidden_warnings(loaded: Loaded) -> list[str]:
+    """What a reply says of the results it left out because their files cannot be read now."""
+    counts = {why: len({loaded.sections[rowid]["path"] for rowid in rowids}) for why, rowids in loaded.hidden.items()}
+    return [f"{count} matching file{'s were' if count > 1 else ' was'} left out: {why}" for why, count in counts.items()]
 
 
 def _rank_enough(
@@ -254,8 +277,10 @@ class Loaded:
     sections: dict[int, dict] = field(default_factory=dict)
     keys: dict[int, object] = field(default_factory=dict)
     checked: set[int] = field(default_factory=set)
+    #: Files gone, and files that cannot be read now (also in ``gone``: never shown), by why.
     gone: set[int] = field(default_factory=set)
     changed: set[int] = field(default_factory=set)
+    hidden: dict[str, set[int]] = field(default_factory=dict)
 
     def load(self, conn: sqlite3.Connection, rowids: list[int], asking: Asking) -> None:
         """Where the sections are and what they say (their said key), without their text."""
@@ -270,10 +295,13 @@ class Loaded:
     def check(self, rowids: list[int], freshness: Freshness | None) -> None:
         """Check the files of ``rowids`` on disk, each once (see _outdated)."""
         batch = {rowid: self.sections[rowid] for rowid in rowids if rowid not in self.checked}
-        gone, changed = _outdated(freshness, batch)
+        gone, changed, hidden = _outdated(freshness, batch)
         self.checked |= batch.keys()
         self.gone |= gone
         self.changed |= changed
+        for why, rowids in hidden.items():
+            self.hidden.setdefault(why, set()).update(rowids)
+            self.gone |= rowids
 
     def with_text(self, conn: sqlite3.Connection, rowids: list[int]) -> dict[int, dict]:
         """The sections ``rowids`` with their text, as a reply may show them (kept in ``sections`` too)."""
@@ -329,26 +357,37 @@ def _groups(
     return list(groups.values())
 
 
-def _outdated(freshness: Freshness | None, sections: dict[int, dict]) -> tuple[set[int], set[int]]:
-    """The sections (rowids) whose file is gone from disk, and those whose file changed since it
-    was indexed: one stat per file (file_utils.disk_signatures), nothing if not asked to check."""
+def _outdated(freshness: Freshness | None, sections: dict[int, dict]) -> tuple[set[int], set[int], dict[str, set[int]]]:
+    """The sections (rowids) whose file is gone from disk, those whose file changed since it was
+    indexed, and those whose file cannot be looked at now, by why (its source is unreadable or
+    another folder than the one indexed, or a folder on its way cannot be entered): one stat per
+    file (file_utils.disk_signatures), nothing if not asked to check."""
     gone: set[int] = set()
     changed: set[int] = set()
+    hidden: dict[str, set[int]] = {}
     if freshness is None:
-        return gone, changed
+        return gone, changed, hidden
     places = {rowid: freshness.place(str(section["path"])) for rowid, section in sections.items()}
     by_root: dict[Path, set[str]] = {}
     for root, rel in places.values():
         by_root.setdefault(root, set()).add(rel)
-    on_disk = {root: disk_signatures(root, rels) for root, rels in by_root.items()}
+    on_disk: dict[Path, dict[str, Signature | None]] = {}
+    unavailable: dict[Path, str] = {}
+    for root, rels in by_root.items():
+        try:
+            on_disk[root] = freshness.signatures(root, rels)
+        except SourceUnavailableError as exc:
+            unavailable[root] = str(exc)
     for rowid, section in sections.items():
         root, rel = places[rowid]
-        now = on_disk[root][rel]
-        if now is None:
+        now = UNREADABLE if root in unavailable else on_disk[root][rel]
+        if now is UNREADABLE:
+            hidden.setdefault(unavailable.get(root) or f"{rel.rpartition('/')[0]}/ cannot be read now", set()).add(rowid)
+        elif now is None:
             gone.add(rowid)
         elif now[1:] != section["signature"][1:]:  # its path is the key, and the disk's is in its source
             changed.add(rowid)
-    return gone, changed
+    return gone, changed, hidden
 
 
 @dataclass

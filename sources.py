@@ -75,6 +75,16 @@ def source_of(config: ServerConfig, collection: str | None, user_path: str) -> t
     return config.for_source(config.sources[0]), user_path
 
 
+def indexed_folder(config: ServerConfig, source: Source) -> str | None:
+    """The identity of the folder ``source``'s index was made from, as its last scan recorded it,
+    else as the folder was when the server started: what a reply may read (file_utils.reading_from)."""
+    try:
+        recorded = database.recorded_folder(database.reader(config.db_path), config.key_prefix(source.name))
+    except (IndexUnavailableError, sqlite3.Error):
+        recorded = None
+    return recorded or source.identity
+
+
 def _relative(user_path: str) -> str | None:
     relative = user_path.strip().replace("\\", "/").lstrip("/")
     return None if not relative or "\x00" in relative or ".." in relative.split("/") else relative

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import search as search_module
+from exceptions import SourceUnavailableError
 from file_utils import disk_signatures
 from indexer import TextIndexer
 from models import ServerConfig
@@ -119,4 +120,5 @@ def test_disk_signatures_reads_its_paths_once_and_names_every_one(source: Path) 
     found = disk_signatures(source, iter(["a/kept.md", "a/gone.md", "b/gone.md"]))  # a one-pass iterable
     assert set(found) == {"a/kept.md", "a/gone.md", "b/gone.md"}
     assert found["a/kept.md"] is not None and found["a/kept.md"][2] == 5 and found["a/gone.md"] is None is found["b/gone.md"]
-    assert disk_signatures(source / "missing", iter(["a/kept.md"])) == {"a/kept.md": None}
+    with pytest.raises(SourceUnavailableError, match="cannot be opened"):  # not "gone": the source itself is missing
+        disk_signatures(source / "missing", iter(["a/kept.md"]))

@@ -1,0 +1,101 @@
+"""A reply reads only from the folder the index was made from: a source renamed away and replaced
+by a link (or another folder) is refused by get_document and refresh_index with the scan's reason,
+and search leaves its files out and says so, naming the source and how many it left out; as does
+a source that cannot be read. Real folders, real index files, real MCP sessions."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.conftest import MAIN_PY, write
+from tests.reliability_helpers import rel_unprivileged
+from tests.test_mcp_stdio import call, server_params, wait_for
+
+pytestmark = pytest.mark.anyio
+
+REPLACED = "not the folder the index was made from"
+
+
+async def idle(client: Client, files: int) -> None:
+    async def done() -> bool:
+        status = await call(client, "get_index_status")
+        return status["state"] == "idle" and status["indexed_files"] >= files
+
+    await wait_for(done)
+
+
+def swap_for_link(folder: Path, target: Path) -> None:
+    """What `mv notes notes.old; ln -s private notes` does."""
+    folder.rename(folder.with_name(folder.name + ".old"))
+    folder.symlink_to(target, target_is_directory=True)
+
+
+async def test_a_source_swapped_for_a_link_is_not_read_by_any_tool(tmp_path: Path) -> None:
+    notes, private = tmp_path / "notes", tmp_path / "private"
+    write(notes, "heron.md", "# Heron\n\nThe grey heron waits by the water.\n")
+    write(private, "diary.md", "# Diary\n\nMy secret heron diary.\n")
+    write(private, "heron.md", "# Private heron\n\nA private heron page.\n")
+    async with Client(server_params(notes, tmp_path / "idx", "--scan-interval", "0")) as client:
+        await idle(client, 1)
+        swap_for_link(notes, private)
+        for path in ("diary.md", "heron.md"):
+            refused = await client.call_tool("get_document", {"path": path})
+            assert refused.is_error and REPLACED in refused.content[0].text, refused.content[0].text
+        absolute = await client.call_tool("get_document", {"path": str(notes / "diary.md")})
+        assert absolute.is_error and "secret" not in absolute.content[0].text
+        refresh = await client.call_tool("refresh_index", {"filepath": "diary.md"})
+        assert refresh.is_error or not refresh.structured_content["success"]
+        assert "secret" not in refresh.content[0].text
+        found = await call(client, "search", {"query": "heron"})
+        assert found["results"] == []
+        assert any("1 matching file was left out" in w and REPLACED in w for w in found["warnings"]), found
+        listed = await call(client, "search", {"query": "diary"})
+        assert listed["results"] == []
+
+
+async def test_with_several_sources_only_the_swapped_one_is_refused_and_named(tmp_path: Path) -> None:
+    alpha, beta, private = tmp_path / "alpha", tmp_path / "beta", tmp_path / "private"
+    write(alpha, "a1.md", "# Alpha\n\nAn egret in alpha.\n")
+    write(beta, "b1.md", "# Beta\n\nAn egret in beta.\n")
+    write(beta, "b2.md", "# Beta two\n\nAnother egret in beta.\n")
+    write(private, "secret.md", "# Secret\n\nA secret egret.\n")
+    args = [str(MAIN_PY), "--source", str(alpha), "--source", str(beta), "--index-dir", str(tmp_path / "idx"), "--scan-interval", "0"]
+    async with Client(StdioServerParameters(command=sys.executable, args=args)) as client:
+        await idle(client, 3)
+        swap_for_link(beta, private)
+        refused = await client.call_tool("get_document", {"path": "secret.md", "collection": "beta"})
+        assert refused.is_error and REPLACED in refused.content[0].text
+        named = await client.call_tool("get_document", {"path": "beta:secret.md"})
+        assert named.is_error and "secret egret" not in named.content[0].text
+        found = await call(client, "search", {"query": "egret"})
+        assert [(hit["collection"], hit["path"]) for hit in found["results"]] == [("alpha", "a1.md")]
+        assert any(w.startswith("2 matching files were left out: source 'beta'") for w in found["warnings"]), found
+        assert (await call(client, "get_document", {"path": "a1.md", "collection": "alpha"}))["text"].startswith("# Alpha")
+
+
+async def test_a_source_that_cannot_be_read_is_named_in_search_warnings(tmp_path: Path) -> None:
+    notes = tmp_path / "notes"
+    write(notes, "sub/heron.md", "# Heron\n\nThe grey heron.\n")
+    write(notes, "top.md", "# Top\n\nA heron at the top.\n")
+    prefix = rel_unprivileged()
+    params = server_params(notes, tmp_path / "idx", "--scan-interval", "0")
+    params = StdioServerParameters(command=prefix[0] if prefix else params.command, args=[*prefix[1:], params.command, *params.args] if prefix else params.args)
+    async with Client(params) as client:
+        await idle(client, 2)
+        os.chmod(notes / "sub", 0)
+        try:
+            partly = await call(client, "search", {"query": "heron"})
+            assert [hit["path"] for hit in partly["results"]] == ["top.md"]
+            assert any(w.startswith("1 matching file was left out: sub/ cannot be read") for w in partly["warnings"]), partly
+            os.chmod(notes, 0)
+            found = await call(client, "search", {"query": "heron"})
+            assert found["results"] == []
+            assert any("2 matching files were left out: the source" in w and "cannot be read" in w for w in found["warnings"]), found
+        finally:
+            os.chmod(notes, 0o755)
+            os.chmod(notes / "sub", 0o755)
