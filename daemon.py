@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from database import IndexWriter, SourceWriter
-from exceptions import Cancelled, DocSearchError
+from exceptions import Cancelled, DocSearchError, reason_of
 from indexer import TextIndexer, watched_folder
 from models import ServerConfig, Source, WatchState
 from watcher import MAX_BATCH_FILES, Batch, Pacing, SourceWatcher, WatchUnavailable
@@ -139,7 +139,7 @@ class Daemon:
         indexer = self.indexer
         counted = indexer.errors_encountered if indexer is not None else 0
         try:
-            self._report_failure(f"{type(exc).__name__}: {exc}", exc)
+            self._report_failure(f"{type(exc).__name__}: {reason_of(exc)}", exc)
         except Exception:  # noqa: BLE001 - out of memory while formatting it, say
             try:
                 if indexer is not None and indexer.errors_encountered == counted:
@@ -265,7 +265,7 @@ class Daemon:
             if indexer.write_failure is not None:  # the index cannot be written (a full disk): status says so
                 self._retry_later()
             else:  # the source or a file in a state nobody foresaw: a rescan sorts it out
-                indexer.record_problem(f"indexing {len(todo)} changed files failed ({type(exc).__name__}: {exc}); rescanning", exc)
+                indexer.record_problem(f"indexing {len(todo)} changed files failed ({type(exc).__name__}: {reason_of(exc)}); rescanning", exc)
                 self._retry_later(rescan=True)
         else:
             self._caught_up()

@@ -3,6 +3,7 @@ text made writable for messages and replies."""
 
 from __future__ import annotations
 
+import os
 import re
 from typing import TypeVar, cast
 
@@ -14,6 +15,17 @@ def writable(text: str) -> str:
     """``text`` as it can be written out as UTF-8 (a reply, a message, a log line): each lone
     surrogate, which is how Python holds a byte of a file name that is not UTF-8, as U+FFFD."""
     return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
+def reason_of(exc: BaseException) -> str:
+    """What a reply, a status or a message says of a failure: a file system error by its reason
+    and the last name of the file it names, never the whole path (a file's absolute path, which
+    OSError's own text holds, says where the user's folders are; a race in the kernel's answer is
+    no reason to show it); anything else by its own text."""
+    if isinstance(exc, OSError) and exc.strerror:
+        names = [os.path.basename(str(name).rstrip("/")) for name in (exc.filename, exc.filename2) if name is not None]
+        return writable(f"{exc.strerror}{': ' + ' -> '.join(names) if names else ''}")
+    return writable(str(exc))
 
 
 class DocSearchError(Exception):

@@ -947,7 +947,10 @@ def resolve_user_path(root: Path, user_path: str, index_directory: Path) -> str:
     lexical = os.path.normpath(os.path.join(root_real, user_path))
     if not is_inside(lexical, root_real):
         raise UnsafePathError(user_path, "it is outside the source directory")
-    real = os.path.realpath(lexical)  # once: what is checked is what is returned
+    try:
+        real = os.path.realpath(lexical)  # once: what is checked is what is returned
+    except OSError:  # a link on the way became something else while it was read (os.readlink: EINVAL)
+        raise UnsafePathError(user_path, "it changed while it was looked up (a link replaced?); try again") from None
     if not is_inside(real, root_real):
         raise UnsafePathError(user_path, "it is a link that points outside the source directory")
     if real == root_real:

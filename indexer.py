@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import database
 from database import IndexWriter
-from exceptions import Cancelled, DocSearchError, FileSkipped, SourceUnavailableError
+from exceptions import Cancelled, DocSearchError, FileSkipped, SourceUnavailableError, reason_of
 from file_utils import (
     IGNORED_DIRECTORIES,
     FileFilter,
@@ -352,7 +352,7 @@ class TextIndexer:
 
     def _scan_failed(self, exc: Exception) -> RefreshReply:
         if isinstance(exc, (OSError, SourceUnavailableError)):
-            problem = f"scan stopped: {exc}; the index is kept as it was"
+            problem = f"scan stopped: {reason_of(exc)}; the index is kept as it was"
             self._record_error(problem)
         else:
             problem = write_problem(self.writer.db_path, str(exc))

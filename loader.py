@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import database
 from config import USABLE_CPUS
-from exceptions import FileSkipped, SourceUnavailableError
+from exceptions import FileSkipped, SourceUnavailableError, reason_of
 from file_utils import NOT_THE_INDEXED_FOLDER, expected_source, read_regular_file, reading_from
 from models import DiskFile, LoadedFile, ServerConfig
 from copies import sketch
@@ -79,7 +79,7 @@ def load_or_skip(root: Path, rel: str, how: Reading) -> LoadedFile | FileSkipped
         return FileSkipped(rel, "unavailable", NOT_THE_INDEXED_FOLDER)
     except Exception as exc:  # noqa: BLE001 - a file the code did not foresee must not stop the scan
         logger.exception("reading %r failed", rel)
-        return FileSkipped(rel, "unreadable", f"reading it failed: {type(exc).__name__}: {str(exc)[:200]}")
+        return FileSkipped(rel, "unreadable", f"reading it failed: {type(exc).__name__}: {reason_of(exc)[:200]}")
 
 
 def load_chunk(root: Path, paths: list[str], how: Reading) -> list[LoadedFile | FileSkipped]:

@@ -34,7 +34,7 @@ from config import CONFIG_ENV_VAR, ENV_VARS, FLAGS, load_config
 from daemon import Daemons
 from database import IndexWriter, SourceWriter
 from documents import MAX_DOCUMENT_CHARS, document_reply
-from exceptions import ArgumentError, ConfigError, DocSearchError, writable, writable_reply
+from exceptions import ArgumentError, ConfigError, DocSearchError, reason_of, writable, writable_reply
 from filters import read_filters
 from http_server import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV_VAR, HttpSettings, http_settings, listening_socket, serve_http
 from indexer import TextIndexer
@@ -404,7 +404,7 @@ def cmd_get(config: ServerConfig, args: argparse.Namespace) -> int:
         reply = writable_reply(document_reply(where, within, args.heading, start_line, end_line, start_char=args.start_char, outline=args.outline, **given))
     except TOOL_ERRORS as exc:
         bad = exc if isinstance(exc, ArgumentError) and exc.name != "path" else None  # a wrong path is "no such file"
-        shown = str(exc) if bad is None else f"{_GET_FLAGS.get(bad.name, bad.name)}: {bad.problem}"
+        shown = reason_of(exc) if bad is None else f"{_GET_FLAGS.get(bad.name, bad.name)}: {bad.problem}"
         print(printable(f"{PROG}: {shown}"), file=sys.stderr)
         return 1 if bad is None else 2
     if args.json:

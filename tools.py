@@ -13,7 +13,7 @@ from typing import Annotated, Any, TypeVar, cast
 import database
 from daemon import Daemons
 from documents import MAX_DOCUMENT_CHARS, document_reply
-from exceptions import DocSearchError, IndexUnavailableError, writable, writable_reply
+from exceptions import DocSearchError, IndexUnavailableError, reason_of, writable, writable_reply
 from file_utils import MAX_USER_PATH_CHARS
 from filters import MAX_EXTENSIONS, MAX_PATH_PATTERN_CHARS, MAX_TAGS, read_filters
 from listing import MAX_LIST_LIMIT, MAX_LIST_OFFSET
@@ -294,7 +294,7 @@ def build_server(daemon: Daemons) -> Any:
         except TOOL_ERRORS as exc:
             if isinstance(exc, IndexUnavailableError):
                 daemon.suspect_damage()
-            raise ToolError(writable(str(exc))) from exc
+            raise ToolError(reason_of(exc)) from exc
         return tool_result(writable_reply(lean_search(reply, query, explain)))
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
@@ -325,7 +325,7 @@ def build_server(daemon: Daemons) -> Any:
         try:
             return tool_result(writable_reply(lean_document(await run_cancellable(work))))
         except TOOL_ERRORS as exc:
-            raise ToolError(writable(str(exc))) from exc
+            raise ToolError(reason_of(exc)) from exc
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
     async def list_files(
@@ -349,7 +349,7 @@ def build_server(daemon: Daemons) -> Any:
         try:
             reply = await run_cancellable(work)
         except TOOL_ERRORS as exc:
-            raise ToolError(writable(str(exc))) from exc
+            raise ToolError(reason_of(exc)) from exc
         lean = _said(reply, ("next_offset", "warnings"))
         lean["files"] = [_said(listed, ("title", "tags")) for listed in reply["files"]]
         return tool_result(writable_reply(lean))
@@ -388,7 +388,7 @@ def build_server(daemon: Daemons) -> Any:
         try:
             reply = await run_cancellable(work)
         except TOOL_ERRORS as exc:
-            raise ToolError(writable(str(exc))) from exc
+            raise ToolError(reason_of(exc)) from exc
         return tool_result(writable_reply(reply))
 
     return server
