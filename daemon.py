@@ -9,6 +9,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+import database
 from database import IndexWriter, SourceWriter
 from exceptions import Cancelled, DocSearchError, reason_of
 from indexer import TextIndexer, watched_folder
@@ -86,7 +87,7 @@ class Daemon:
         except Cancelled:
             return
         except Exception as exc:  # noqa: BLE001 - the server must keep answering whatever happened
-            self.startup_error = f"cannot open or create the index {self.config.db_path}: {exc}"
+            self.startup_error = f"cannot open or create the index {self.config.db_path}: {database.problem_of(exc, self.config.db_path)}"
             logger.error("%s; retrying every %.0fs", self.startup_error, WRITER_RETRY_SECONDS)
             return
         prefix = self.config.key_prefix(self.config.source.name)

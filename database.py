@@ -165,6 +165,30 @@ CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
 """
 
 
+#: Free space on the index's disk under which SQLite's "disk I/O error" is taken for a full disk (it
+#: says no more when it cannot grow the shared-memory file, which every reader needs).
+FULL_DISK_BYTES = 1 << 20
+
+
+#: Why a reader cannot use an index a writer has not made yet.
+NOT_YET = "not initialised yet"
+
+
+def problem_of(exc: BaseException, db_path: Path) -> str:
+    """What went wrong with the index at ``db_path``: SQLite's message, or when that only says
+    "disk I/O error" (or "disk is full") and the disk holding the index is (nearly) full, that."""
+    text = str(exc)
+    if "disk I/O error" in text or "disk is full" in text or getattr(exc, "errno", None) == errno.ENOSPC:
+        try:
+            stats = os.statvfs(db_path.parent)
+        except OSError:
+            return text
+        free = stats.f_bavail * stats.f_frsize
+        if free < FULL_DISK_BYTES:
+            return f"the disk is full ({free:,} bytes free where the index is, in {db_path.parent}): free some space there"
+    return text
+
+
 def is_corruption(exc: BaseException) -> bool:
     """True for errors that mean the database file itself is damaged or not a database."""
     code = getattr(exc, "sqlite_errorcode", None)
@@ -1148,10 +1172,10 @@ def reader(db_path: Path) -> sqlite3.Connection:
         conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sections_vocab USING fts5vocab(main, sections_fts, row)")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.Error as exc:
-        raise IndexUnavailableError(str(db_path), f"cannot open: {exc}") from None
+        raise IndexUnavailableError(str(db_path), f"cannot open: {problem_of(exc, db_path)}") from None
     if version != SCHEMA_VERSION:
         conn.close()
-        raise IndexUnavailableError(str(db_path), "not initialised yet")
+        raise IndexUnavailableError(str(db_path), NOT_YET)
     cached[db_path] = (conn, inode)
     return conn
 

@@ -236,9 +236,10 @@ class TextIndexer:
     def _write_failed(self, exc: Exception) -> None:
         """The index could not be written: status says so (counted once until a write succeeds,
         however often it is retried), here and, through the lock file, in other processes."""
-        if str(exc) != self.write_failure:
-            self._record_error(write_problem(self.writer.db_path, str(exc)))
-        self.write_failure = str(exc)
+        problem = database.problem_of(exc, self.writer.db_path)
+        if problem != self.write_failure:
+            self._record_error(write_problem(self.writer.db_path, problem))
+        self.write_failure = problem
         self._record_progress()
 
     def _write_succeeded(self) -> None:
@@ -355,7 +356,7 @@ class TextIndexer:
             problem = f"scan stopped: {reason_of(exc)}; the index is kept as it was"
             self._record_error(problem)
         else:
-            problem = write_problem(self.writer.db_path, str(exc))
+            problem = write_problem(self.writer.db_path, database.problem_of(exc, self.writer.db_path))
             self._write_failed(exc)
         try:
             with self.writer.transaction():

@@ -32,8 +32,9 @@ def list_files(
     filters = read_filters(path, extensions, modified_after, modified_before, filter_prefixes(config, collection, path), tags)
     try:
         conn = database.reader(config.db_path)
-    except IndexUnavailableError:
-        return {"files": [], "total": 0, "has_more": False, "next_offset": None, "warnings": ["nothing is indexed yet"]}
+    except IndexUnavailableError as exc:
+        why = "nothing is indexed yet" if exc.reason == database.NOT_YET or not config.db_path.exists() else f"the index cannot be read now: {exc.reason}"
+        return {"files": [], "total": 0, "has_more": False, "next_offset": None, "warnings": [why]}
     with database.snapshot(conn):
         total, rows = database.listed_files(conn, file_condition_of(filters), limit, offset)
         hint = case_hint(conn, filters) if total == 0 else None

@@ -217,7 +217,7 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
                 asking.query, f"stopped after {SEARCH_TIME_LIMIT_SECONDS:g} s: search for fewer, rarer words or fewer prefix* terms"
             ) from None
         database.drop_reader(asking.db_path)
-        raise IndexUnavailableError(str(asking.db_path), f"search failed: {exc}") from exc
+        raise IndexUnavailableError(str(asking.db_path), f"search failed: {database.problem_of(exc, asking.db_path)}") from exc
     results = [_result(group, sections, snippet_text, changed) for group in page]
     warnings = list(dict.fromkeys(parsed.warnings + ([case_hint] if case_hint else []) + _hidden_warnings(loaded)))
     kept = _within_reply_budget(results)

@@ -316,3 +316,30 @@ def test_a_file_written_all_the_time_is_indexed_a_few_times_and_its_last_text_is
     assert wait_until(lambda: found(watched_config, "zqlastlineqz") == ["app.txt"])
     # Without pacing, a batch at least every watcher.MAX_GATHER_SECONDS: 10 or more in 5 s.
     assert refreshed.count("app.txt") <= 6, (refreshed.count("app.txt"), writes)
+
+
+@pytest.mark.anyio
+async def test_a_search_on_a_full_disk_says_the_disk_is_full_not_disk_io_error(source: Path, small_disk: Path) -> None:
+    """A reader must make the index's shared-memory file; on a full disk SQLite says only "disk I/O
+    error". The reply, the status and list_files say the disk is full, and where."""
+    from mcp import Client
+
+    from tests.test_mcp_stdio import call, server_params, wait_for
+
+    write(source, "a.md", "# A\n\nzqfullqz\n")
+    index_dir = small_disk / "idx"
+    async with Client(server_params(source, index_dir, "--scan-interval", "0")) as client:
+        async def idle() -> bool:
+            return (await call(client, "get_index_status"))["state"] == "idle"
+
+        await wait_for(idle)
+    for leftover in [*index_dir.glob("*-shm"), *index_dir.glob("*-wal")]:
+        leftover.unlink()
+    fill(small_disk)
+    async with Client(server_params(source, index_dir, "--scan-interval", "0")) as client:
+        found = await client.call_tool("search", {"query": "zqfullqz"})
+        assert found.is_error and "disk is full" in found.content[0].text and "I/O" not in found.content[0].text, found.content[0].text
+        listed = await call(client, "list_files")
+        assert listed["files"] == [] and "disk is full" in listed["warnings"][0], listed
+        status = await call(client, "get_index_status")
+        assert status["state"] == "error" and "disk is full" in status["last_error"], status
