@@ -9,6 +9,7 @@ arguments and says whether the index holds what the disk holds now.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -101,9 +102,12 @@ def _read_checked(config: ServerConfig, rel: str) -> Document:
     try:
         if check_single_file(root, rel, file_filter(config)) is None:
             twin = whitespace_twin(root, rel)
-            meant = [] if twin else [_shown_key(config, key) for key in _paths_meant(config.db_path, config.key(config.source.name, rel))]
+            key = config.key(config.source.name, rel)
+            near = [] if twin else _paths_meant(config.db_path, key)
+            meant = [_shown_key(config, path) for path in near if path != key]
             hint = f"; did you mean {twin!r} (the path given has white space around a name)?" if twin else ""
-            hint = f"; indexed paths it may mean: {', '.join(meant)}" if meant else hint
+            hint = "; it was deleted since it was indexed" if key in near else hint
+            hint += f"; indexed paths it may mean: {', '.join(meant)}" if meant else ""
             raise ArgumentError("path", f"{rel}: no such file in the source directory{hint}")
         raw = read_regular_file(root, rel, config.max_file_size_bytes)
         content = file_content(rel, raw.data, config.index_notebook_outputs, MAX_OUTLINE_HEADINGS + 1, config.max_file_size_bytes)
@@ -198,8 +202,20 @@ def document_reply(
         "last_modified": modified_time(document.mtime_ns),
     }
     if outline:
-        reply.update(outline=document.outline, outline_truncated=document.outline_truncated)
+        entries = outline_within(document.outline, max_chars)
+        reply.update(outline=entries, outline_truncated=document.outline_truncated or len(entries) < len(document.outline))
     return reply
+
+
+def outline_within(outline: list[OutlineEntry], max_chars: int) -> list[OutlineEntry]:
+    """The first entries of ``outline`` that fit in ``max_chars`` characters of a reply (as compact
+    JSON): the outline has the text's budget too, so a file of many headings cannot fill a reply."""
+    used = 0
+    for count, entry in enumerate(outline):
+        used += len(json.dumps(entry, ensure_ascii=False, separators=(",", ":"))) + 1
+        if used > max_chars:
+            return outline[:count]
+    return outline
 
 
 def _paths_meant(db_path: Path, rel: str) -> list[str]:

@@ -118,9 +118,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     status_parser = sub.add_parser("status", parents=[common], help="show index status")
     status_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
     argv = command_first(argv, parser)
-    if argv[0] == "search":
-        argv = ["search", *query_first(argv[1:], search_parser)]
-    return parser.parse_args(argv)
+    if argv[0] in ("search", "get"):
+        argv = [argv[0], *query_first(argv[1:], search_parser if argv[0] == "search" else get_parser)]
+    args, extra = parser.parse_known_args(argv)
+    if extra and args.command == "get":
+        get_parser.error(f"one PATH only; also given: {' '.join(extra)} (after '--', every word is the path: options go before it)")
+    if extra:
+        parser.parse_args(argv)  # argparse's own message for what it does not know
+    return args
 
 
 def add_filter_options(parser: argparse.ArgumentParser, limit: int, paging: str) -> None:
@@ -340,14 +345,20 @@ class ProgressPrinter:
             self.drawn = False
 
 
-def comma_list(text: str | None) -> list[str] | None:
-    """A comma-separated option's items (empty ones dropped); None if the option was not given."""
-    return [part for part in text.split(",") if part.strip()] if text is not None else None
+def comma_list(text: str | None, flag: str) -> list[str] | None:
+    """A comma-separated option's items (empty ones dropped); None if the option was not given. An
+    option given with no item (``--tags ,,,``) is an ArgumentError: it would filter nothing."""
+    if text is None:
+        return None
+    items = [part for part in text.split(",") if part.strip()]
+    if not items:
+        raise ArgumentError(flag, f"{text!r} names nothing: give one or more, comma-separated")
+    return items
 
 
 def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
     try:
-        extensions, collection, tags = comma_list(args.ext), comma_list(args.collection), comma_list(args.tags)
+        extensions, collection, tags = comma_list(args.ext, "--ext"), comma_list(args.collection, "--collection"), comma_list(args.tags, "--tags")
         under = filter_prefixes(config, collection, args.path)
         reply = writable_reply(with_collections(run_search(
             config.db_path, args.query, args.limit, filters=read_filters(args.path, extensions, args.after, args.before, under, tags),
@@ -448,7 +459,8 @@ def cmd_list(config: ServerConfig, args: argparse.Namespace) -> int:
     """list_files' reply: a line per file (path, size, modified, tags), or with --json all of it."""
     try:
         reply = writable_reply(list_files(
-            config, args.path, comma_list(args.collection), comma_list(args.ext), args.after, args.before, comma_list(args.tags),
+            config, args.path, comma_list(args.collection, "--collection"), comma_list(args.ext, "--ext"), args.after, args.before,
+            comma_list(args.tags, "--tags"),
             args.limit, args.offset,
         ))
     except DocSearchError as exc:
@@ -497,10 +509,17 @@ def cmd_status(config: ServerConfig, args: argparse.Namespace) -> int:
 
 
 def unopened_state(status: StatusReply, index_exists: bool) -> str | None:
-    """Why no process has the index open, when none has: not made yet, or not readable."""
+    """Why no process has the index open and it is not up to date, when none has: not made yet,
+    not readable, or (with several sources) some never scanned, each with its error if it had one."""
     if status["state"] != "starting" or status["writer_pid"] is not None:
         return None
-    return f"cannot be read: {status['last_error']}" if index_exists else "not indexed yet (run index, or start the server)"
+    parts = status.get("sources") or []
+    if not index_exists or not any(part["last_scan"] for part in parts):
+        if index_exists and status["last_error"]:
+            return f"cannot be read: {status['last_error']}"
+        return "not indexed yet (run index, or start the server)"
+    waiting = [f"{part['name']}{' (' + part['last_error'] + ')' if part.get('last_error') else ''}" for part in parts if not part["last_scan"]]
+    return f"not indexed yet: {', '.join(waiting)} (run index, or start the server)"
 
 
 def status_lines(status: StatusReply, unopened: str | None = None) -> list[tuple[str, str]]:

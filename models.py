@@ -390,8 +390,8 @@ class DocumentReply(TypedDict):
     truncated: NotRequired[bool]
     next_start_line: NotRequired[int | None]
     next_start_char: NotRequired[int | None]
-    #: Every heading of the file (at most 1000; outline_truncated says when there are more); only
-    #: when asked for (get_document's ``outline``).
+    #: The file's headings, as many as fit in max_chars (at most 1000; outline_truncated says when
+    #: there are more); only when asked for (get_document's ``outline``).
     outline: NotRequired[list[OutlineEntry]]
     outline_truncated: NotRequired[bool]
     #: The file on disk differs from what the index held; it was indexed again (unless stale).

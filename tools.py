@@ -311,7 +311,7 @@ def build_server(daemon: Daemons) -> Any:
             "At most this many characters, cut at a line end (inside a longer line); more follows: truncated.")] = 20_000,
         start_char: Annotated[int, schema_bounds(0), described(
             "Characters of the first line already read: next_start_char, set when a long line was cut.")] = 0,
-        outline: Annotated[bool, described("true: add every heading of the file with its lines.")] = False,
+        outline: Annotated[bool, described("true: add the file's headings with their lines (as many as fit in max_chars).")] = False,
         collection: Annotated[str | None, described(
             "The file's source, as a hit names it; needed only when several sources have a file at this path.")] = None,
     ) -> Annotated[CallToolResult, DocumentReply]:

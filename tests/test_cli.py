@@ -280,3 +280,44 @@ def test_search_shows_matches_bold_on_a_terminal_and_plain_elsewhere(source: Pat
     assert code == 0 and "    the \x1b[1mkumquat\x1b[0m is `**ripe**` today\r\n" in shown, shown
     code, shown = run_on_terminal("search", "kumquat", *idx, stream="stdout", env={**colour, "NO_COLOR": "1"})
     assert code == 0 and "    the kumquat is `**ripe**` today\r\n" in shown and "\x1b" not in shown, shown
+
+
+def test_rough_edges_say_what_is_true(source: Path, tmp_path: Path) -> None:
+    """get with words after '--', list and search with an empty comma list, a path deleted since it
+    was indexed, and an outline larger than the reply's budget."""
+    many = "".join(f"## Heading number {n}\n\ntext {n}\n\n" for n in range(3000))
+    write(source, "many.md", "# Many\n\n" + many)
+    write(source, "gone.md", "# Gone\n")
+    write(source, "-dash.md", "# Dash\n")
+    idx = ["--source", str(source), "--index-dir", str(tmp_path / "idx")]
+    assert run("index", *idx).returncode == 0
+    extra = run("get", "--", "many.md", *idx)
+    assert extra.returncode == 2 and "one PATH only; also given: --source" in extra.stderr and "unrecognized" not in extra.stderr
+    assert run("get", "-dash.md", *idx).stdout == "# Dash\n"
+    for command in (["list"], ["search", "heading"]):
+        for flag in ("--tags", "--ext", "--collection"):
+            empty = run(*command, flag, ",,,", *idx)
+            assert empty.returncode in (1, 2) and f"{flag}: ',,,' names nothing" in empty.stderr and empty.stdout == "", (command, flag)
+    (source / "gone.md").unlink()
+    gone = run("get", "gone.md", *idx)
+    assert gone.returncode == 1 and "deleted since it was indexed" in gone.stderr and "may mean: gone.md" not in gone.stderr, gone.stderr
+    outlined = run("get", "many.md", "--json", "--outline", "--max-chars", "100", *idx)
+    reply = json.loads(outlined.stdout)
+    assert reply["outline_truncated"] and 0 < len(json.dumps(reply["outline"])) <= 200, len(outlined.stdout)
+
+
+def test_status_of_an_index_some_sources_of_which_were_never_scanned_names_them(tmp_path: Path) -> None:
+    import sqlite3
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    write(a, "a.md", "# A\n")
+    write(b, "b.md", "# B\n")
+    idx = ["--source", str(a), "--source", str(b), "--index-dir", str(tmp_path / "idx")]
+    assert run("index", *idx).returncode == 0
+    (db,) = (tmp_path / "idx").glob("*.sqlite3")
+    with sqlite3.connect(db) as conn:  # as an index run stopped before it reached b leaves it
+        conn.execute("DELETE FROM meta WHERE key LIKE 'b/%'")
+    conn.close()
+    status = run("status", *idx)
+    assert "None" not in status.stdout and "not indexed yet: b (run index" in status.stdout, status.stdout
+    assert status.returncode == 0
