@@ -32,8 +32,10 @@ def test_headings_holding_the_separator_or_controls_are_found_by_the_name_search
 
 def test_a_file_of_headings_only_is_outlined_up_to_the_bound(source: Path, config: ServerConfig) -> None:
     write(source, "h.md", "# a\n" * 200_000)
-    reply = document_reply(config, "h.md", start_line=5, end_line=6, outline=True)
+    reply = document_reply(config, "h.md", start_line=5, end_line=6, outline=True, max_chars=100_000)
     assert reply["outline_truncated"] and len(reply["outline"]) == MAX_OUTLINE_HEADINGS
+    small = document_reply(config, "h.md", start_line=5, end_line=6, outline=True)  # 20,000 characters: fewer fit
+    assert small["outline_truncated"] and 0 < len(small["outline"]) < MAX_OUTLINE_HEADINGS
     assert reply["text"] == "# a\n# a" and reply["total_lines"] == 200_000
 
 
