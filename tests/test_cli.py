@@ -321,3 +321,8 @@ def test_status_of_an_index_some_sources_of_which_were_never_scanned_names_them(
     status = run("status", *idx)
     assert "None" not in status.stdout and "not indexed yet: b (run index" in status.stdout, status.stdout
     assert status.returncode == 0
+
+
+def test_the_changelogs_newest_version_is_this_one() -> None:
+    headings = re.findall(r"^## (\S+)", (PROJECT_DIR / "CHANGELOG.md").read_text(), re.M)
+    assert headings and headings[0] == VERSION, f"CHANGELOG.md's newest version {headings[:1]} is not models.VERSION {VERSION}"
