@@ -779,7 +779,7 @@ def _stopped(why: str, files_done: int = 0) -> RefreshReply:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _identity_of(folder: Path) -> str | None:
