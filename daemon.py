@@ -397,6 +397,15 @@ class Daemons:
             by_source.setdefault(name, []).append(path)
         return all(self.loops[name].refresh_found(paths) for name, paths in by_source.items() if name in self.loops)
 
+    def write_problem(self) -> str | None:
+        """Why the index cannot take what changed now (a full disk, a read-only index), if so: a
+        search's results then miss those changes, and its reply says so."""
+        for loop in self.loops.values():
+            failure = loop.indexer.write_failure if loop.indexer is not None else None
+            if failure is not None:
+                return f"the index cannot be written now ({failure}): files changed since are searched as they were"
+        return None
+
     def suspect_damage(self) -> None:
         """A reader saw the index fail: the next scan checks it."""
         for loop in self.loops.values():

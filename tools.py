@@ -295,6 +295,9 @@ def build_server(daemon: Daemons) -> Any:
             if isinstance(exc, IndexUnavailableError):
                 daemon.suspect_damage()
             raise ToolError(reason_of(exc)) from exc
+        problem = daemon.write_problem()
+        if problem:
+            reply["warnings"].append(problem)
         return tool_result(writable_reply(lean_search(reply, query, explain)))
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))

@@ -343,3 +343,23 @@ async def test_a_search_on_a_full_disk_says_the_disk_is_full_not_disk_io_error(s
         assert listed["files"] == [] and "disk is full" in listed["warnings"][0], listed
         status = await call(client, "get_index_status")
         assert status["state"] == "error" and "disk is full" in status["last_error"], status
+
+
+@pytest.mark.anyio
+async def test_a_search_while_the_index_cannot_be_written_says_changes_are_missing(source: Path, small_disk: Path) -> None:
+    from mcp import Client
+
+    from tests.test_mcp_stdio import call, server_params, wait_for
+
+    write(source, "a.md", "# A\n\nzqbeforeqz\n")
+    async with Client(server_params(source, small_disk / "idx", "--scan-interval", "0")) as client:
+        async def state_is(wanted: str) -> bool:
+            return (await call(client, "get_index_status"))["state"] == wanted
+
+        await wait_for(lambda: state_is("idle"))
+        assert "warnings" not in await call(client, "search", {"query": "zqbeforeqz"})
+        fill(small_disk)
+        write(source, "a.md", "# A\n\nzqwhilefullqz " + "filler words " * 20_000 + "\n")
+        await wait_for(lambda: state_is("error"))
+        found = await call(client, "search", {"query": "zqbeforeqz"})
+        assert any("the index cannot be written now" in w and "disk is full" in w for w in found["warnings"]), found
