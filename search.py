@@ -235,10 +235,28 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
     }, outdated
 
 
+#: How _outdated keys the files left out for a folder on their way that cannot be entered.
+_UNREADABLE_FOLDER = "folder: "
+#: A warning names at most this many of the folders that cannot be read.
+MAX_FOLDERS_NAMED = 3
+
+
 def _hidden_warnings(loaded: Loaded) -> list[str]:
-    """What a reply says of the results it left out because their files cannot be read now."""
-    counts = {why: len({loaded.sections[rowid]["path"] for rowid in rowids}) for why, rowids in loaded.hidden.items()}
-    return [f"{count} matching file{'s were' if count > 1 else ' was'} left out: {why}" for why, count in counts.items()]
+    """What a reply says of the results it left out because their files cannot be read now: one
+    line per source that cannot be, and one for all folders that cannot be entered (naming a few)."""
+    def files(rowids: set[int]) -> int:
+        return len({loaded.sections[rowid]["path"] for rowid in rowids})
+
+    def said(count: int, why: str) -> str:
+        return f"{count} matching file{'s were' if count > 1 else ' was'} left out: {why}"
+
+    folders = sorted(why[len(_UNREADABLE_FOLDER):] for why in loaded.hidden if why.startswith(_UNREADABLE_FOLDER))
+    lines = [said(files(rowids), why) for why, rowids in loaded.hidden.items() if not why.startswith(_UNREADABLE_FOLDER)]
+    if folders:
+        named = ", ".join(folders[:MAX_FOLDERS_NAMED]) + (f" and {len(folders) - MAX_FOLDERS_NAMED} more" if len(folders) > MAX_FOLDERS_NAMED else "")
+        left = set().union(*(rowids for why, rowids in loaded.hidden.items() if why.startswith(_UNREADABLE_FOLDER)))
+        lines.append(said(files(left), f"their folder{'s' if len(folders) > 1 else ''} cannot be read now ({named})"))
+    return lines
 
 
 def _rank_enough(
@@ -382,7 +400,7 @@ def _outdated(freshness: Freshness | None, sections: dict[int, dict]) -> tuple[s
         root, rel = places[rowid]
         now = UNREADABLE if root in unavailable else on_disk[root][rel]
         if now is UNREADABLE:
-            hidden.setdefault(unavailable.get(root) or f"{rel.rpartition('/')[0]}/ cannot be read now", set()).add(rowid)
+            hidden.setdefault(unavailable.get(root) or _UNREADABLE_FOLDER + rel.rpartition("/")[0] + "/", set()).add(rowid)
         elif now is None:
             gone.add(rowid)
         elif now[1:] != section["signature"][1:]:  # its path is the key, and the disk's is in its source
