@@ -377,7 +377,8 @@ def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
         print(f"    {shown_snippet(hit['snippet'], bold)}")
         if hit["also_in_count"]:
             print(printable(f"    same text in: {', '.join(hit['also_in'])}{' ...' if hit['also_in_count'] > len(hit['also_in']) else ''}"))
-    page_end(reply["warnings"], f"{len(reply['results'])} of {reply['files_matched']} matching files", reply)
+    suggested = [f"did you mean: {', '.join(reply['suggestions'])}?"] if reply["suggestions"] else []
+    page_end(reply["warnings"] + suggested, f"{len(reply['results'])} of {reply['files_matched']} matching files", reply)
     return 0
 
 

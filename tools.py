@@ -20,6 +20,7 @@ from listing import MAX_LIST_LIMIT, MAX_LIST_OFFSET
 from listing import list_files as run_listing
 from models import VERSION, DocumentReply, FileList, RefreshReply, QueryReading, ScanProgress, SearchHit, SearchReply, ServerConfig, StatusReply
 from query import STOPWORDS
+from schemas import advertise_tools_only, compact_tools
 from search import MAX_LIMIT, MAX_OFFSET, Freshness, with_collections
 from search import search as run_search
 from sources import filter_prefixes, named_sources, source_of
@@ -254,32 +255,30 @@ def build_server(daemon: Daemons) -> Any:
     server = MCPServer("docsearch", version=VERSION, instructions=server_instructions(daemon.config))
     config = daemon.config
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     async def search(
         query: Annotated[str, described('Keywords or a question; "exact phrase", prefix*, -excluded word.')],
         limit: Annotated[int, schema_bounds(1, MAX_LIMIT), described("At most this many files.")] = 10,
         path: Annotated[str | None, schema_bounds(0, MAX_PATH_PATTERN_CHARS, "text"), described(
-            "Only files matching this glob relative to the source (guides/**/*.md: * and ? stay within a folder,"
-            " ** spans folders) or under this folder (guides/); case-sensitive.")] = None,
+            "Only files under this folder (guides/) or matching this glob (guides/**/*.md).")] = None,
         extensions: Annotated[list[str] | None, schema_bounds(0, MAX_EXTENSIONS, "list"), described(
-            'Only files with these extensions, e.g. [".md"].')] = None,
+            'Only these extensions, e.g. [".md"].')] = None,
         modified_after: Annotated[str | None, described(
-            "Only files modified at or after this ISO 8601 date or datetime (UTC unless given).")] = None,
-        modified_before: Annotated[str | None, described("Only files modified before this ISO 8601 date or datetime.")] = None,
-        offset: Annotated[int, schema_bounds(0, MAX_OFFSET), described("Skip this many results: the previous page's next_offset.")] = 0,
+            "Only files modified since this ISO 8601 date/time.")] = None,
+        modified_before: Annotated[str | None, described("Only files modified before this ISO 8601 date/time.")] = None,
+        offset: Annotated[int, schema_bounds(0, MAX_OFFSET), described("The previous reply's next_offset, for more.")] = 0,
         collapse_duplicates: Annotated[bool, described(
-            "false: a result for each file, also for copies and versions of one text (else named in also_in).")] = True,
+            "false: each copy of a text its own result (else in also_in).")] = True,
         explain: Annotated[bool, described(
-            "true: always add query_read, how the query was read (else only when it was read other than typed).")] = False,
+            "true: always say how the query was read (query_read).")] = False,
         collection: Annotated[str | list[str] | None, described(
-            "Only the files of this source (or these), named as hits' collection; the path glob is relative to each.")] = None,
+            "Only these sources' files (a hit's collection).")] = None,
         tags: Annotated[list[str] | None, schema_bounds(0, MAX_TAGS, "list"), described(
-            "Only files whose front matter holds every one of these tags (any case).")] = None,
+            "Only files with all these front matter tags.")] = None,
     ) -> Annotated[CallToolResult, SearchReply]:
-        """Find the sections that answer a query: the best-matching section of each file, best
-        first, with path, heading, lines and a snippet (matches in **bold**; a ** of the file
-        shows as \\*\\*). Changed files are indexed again first, or marked `stale`. Files that
-        say the same are in `also_in`; with `also_in_replaces`, each is `path` with that replaced by it."""
+        """Find the sections that answer a query: each file's best section, best first, with path,
+        heading, lines and a snippet (matches in **bold**). A text held in several files is one
+        hit (`also_in`; with `also_in_replaces`, each is `path` with that part replaced)."""
 
         def work(cancelled: threading.Event) -> SearchReply:
             under = filter_prefixes(config, collection, path)
@@ -300,26 +299,25 @@ def build_server(daemon: Daemons) -> Any:
             reply["warnings"].append(problem)
         return tool_result(writable_reply(lean_search(reply, query, explain)))
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     async def get_document(
         path: Annotated[str, schema_bounds(1, MAX_USER_PATH_CHARS, "text"), described(
-            "The file, relative to the source as search returns it (or absolute inside it).")],
+            "The file's path, as a hit gives it.")],
         heading: Annotated[str | None, described(
-            'One section, named as search names it ("Install > Linux"), its subsections included;'
-            ' of several of one name, "Examples#2" is the second (or give start_line, any line of it).')] = None,
+            'Only this section, as a hit names it ("Install > Linux"; "Examples#2": the second of that name).')] = None,
         start_line: Annotated[int | None, schema_bounds(1), described(
-            "First line to read (from 1), within the heading's section if one is named; to read on: next_start_line.")] = None,
+            "First line (from 1); to read on: next_start_line.")] = None,
         end_line: Annotated[int | None, schema_bounds(1), described("Last line to read (inclusive).")] = None,
         max_chars: Annotated[int, schema_bounds(1, MAX_DOCUMENT_CHARS), described(
-            "At most this many characters, cut at a line end (inside a longer line); more follows: truncated.")] = 20_000,
+            "At most this many characters; truncated says more follows.")] = 20_000,
         start_char: Annotated[int, schema_bounds(0), described(
-            "Characters of the first line already read: next_start_char, set when a long line was cut.")] = 0,
-        outline: Annotated[bool, described("true: add the file's headings with their lines (as many as fit in max_chars).")] = False,
+            "To read on inside a long line: next_start_char.")] = 0,
+        outline: Annotated[bool, described("true: also list the file's headings and their lines.")] = False,
         collection: Annotated[str | None, described(
-            "The file's source, as a hit names it; needed only when several sources have a file at this path.")] = None,
+            "The hit's collection, when several sources have this path.")] = None,
     ) -> Annotated[CallToolResult, DocumentReply]:
-        """Read an indexed file, or one section or line range of it, from disk now. When
-        `truncated`, ask again with `start_line=next_start_line` (and `start_char=next_start_char`)."""
+        """Read a file, or one section or line range of it, from disk now. If `truncated`, call
+        again with `start_line=next_start_line` (and `start_char=next_start_char`)."""
 
         def work(cancelled: threading.Event) -> DocumentReply:
             where, within = source_of(config, collection, path)
@@ -330,21 +328,20 @@ def build_server(daemon: Daemons) -> Any:
         except TOOL_ERRORS as exc:
             raise ToolError(reason_of(exc)) from exc
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     async def list_files(
         path: Annotated[str | None, schema_bounds(0, MAX_PATH_PATTERN_CHARS, "text"), described(
-            "Only files matching this glob (guides/**/*.md) or under this folder (guides/), as in search.")] = None,
-        collection: Annotated[str | list[str] | None, described("Only the files of this source (or these).")] = None,
-        extensions: Annotated[list[str] | None, schema_bounds(0, MAX_EXTENSIONS, "list"), described('Only these extensions, e.g. [".md"].')] = None,
-        modified_after: Annotated[str | None, described("Only files modified at or after this ISO 8601 date or datetime.")] = None,
-        modified_before: Annotated[str | None, described("Only files modified before this ISO 8601 date or datetime.")] = None,
+            "Only files under this folder (guides/) or matching this glob.")] = None,
+        collection: Annotated[str | list[str] | None, described("Only these sources' files.")] = None,
+        extensions: Annotated[list[str] | None, schema_bounds(0, MAX_EXTENSIONS, "list"), described('Only these extensions.')] = None,
+        modified_after: Annotated[str | None, described("Only files modified since this ISO 8601 date/time.")] = None,
+        modified_before: Annotated[str | None, described("Only files modified before this ISO 8601 date/time.")] = None,
         tags: Annotated[list[str] | None, schema_bounds(0, MAX_TAGS, "list"), described(
-            "Only files whose front matter holds every one of these tags (any case).")] = None,
+            "Only files with all these front matter tags.")] = None,
         limit: Annotated[int, schema_bounds(1, MAX_LIST_LIMIT), described("At most this many files.")] = 100,
-        offset: Annotated[int, schema_bounds(0, MAX_LIST_OFFSET), described("Skip this many: the previous page's next_offset.")] = 0,
+        offset: Annotated[int, schema_bounds(0, MAX_LIST_OFFSET), described("The previous reply's next_offset, for more.")] = 0,
     ) -> Annotated[CallToolResult, FileList]:
-        """Browse the indexed files, sorted by path: each with its title, size, modified time and
-        tags; `total` of them match."""
+        """Browse the indexed files by path: title, size, modified time, tags; `total` match."""
 
         def work(cancelled: threading.Event) -> FileList:
             return run_listing(config, path, collection, extensions, modified_after, modified_before, tags, limit, offset)
@@ -359,16 +356,15 @@ def build_server(daemon: Daemons) -> Any:
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
     def get_index_status() -> Annotated[CallToolResult, StatusReply]:
-        """Whether the index is up to date or a scan is running (and how far it got), files
-        indexed and skipped, and problems met."""
+        """Whether the index is up to date (or how far a scan got), files indexed and skipped, problems met."""
         return tool_result(writable_reply(lean_status(server_status(config, daemon))))
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False))
     async def refresh_index(
         ctx: Context, filepath: Annotated[str | None, schema_bounds(1, MAX_USER_PATH_CHARS, "text"), described(
-            "One file to read again (relative to the source, or absolute inside it), or to drop if deleted; none: rescan everything.")] = None,
+            "One file to index again (or drop if deleted); none: rescan all.")] = None,
         collection: Annotated[str | None, described(
-            "The source of filepath, as a hit names it (needed only when several have a file there); without filepath: rescan only it.")] = None,
+            "filepath's collection; without filepath: rescan only that source.")] = None,
     ) -> Annotated[CallToolResult, RefreshReply]:
         """Make the index current now (a full rescan waits for one already running)."""
 
@@ -394,4 +390,6 @@ def build_server(daemon: Daemons) -> Any:
             raise ToolError(reason_of(exc)) from exc
         return tool_result(writable_reply(reply))
 
+    compact_tools(server)
+    advertise_tools_only(server)
     return server

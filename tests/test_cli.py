@@ -326,3 +326,11 @@ def test_status_of_an_index_some_sources_of_which_were_never_scanned_names_them(
 def test_the_changelogs_newest_version_is_this_one() -> None:
     headings = re.findall(r"^## (\S+)", (PROJECT_DIR / "CHANGELOG.md").read_text(), re.M)
     assert headings and headings[0] == VERSION, f"CHANGELOG.md's newest version {headings[:1]} is not models.VERSION {VERSION}"
+
+
+def test_search_that_finds_nothing_says_did_you_mean(source: Path, tmp_path: Path) -> None:
+    write(source, "firewall.md", "# Firewall\n\nOpen a port in the firewall.\n")
+    idx = ["--source", str(source), "--index-dir", str(tmp_path / "idx")]
+    assert run("index", *idx).returncode == 0
+    typo = run("search", "firewal", *idx)
+    assert typo.returncode == 0 and typo.stdout == "" and "did you mean: firewall?" in typo.stderr.lower(), typo.stderr

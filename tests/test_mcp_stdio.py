@@ -61,7 +61,7 @@ async def test_stdio_session_end_to_end(source: Path, tmp_path: Path) -> None:
         }
         assert bounds["search", "limit"] == {"minimum": 1, "maximum": 100}
         assert bounds["search", "offset"] == {"minimum": 0, "maximum": 1000}
-        assert bounds["search", "extensions"] == {"minItems": 0, "maxItems": 50}
+        assert bounds["search", "extensions"] == {"maxItems": 50}  # a bound of 0 bounds nothing: left out
         assert bounds["get_document", "max_chars"] == {"minimum": 1, "maximum": 100_000}
         assert bounds["get_document", "start_line"] == bounds["get_document", "end_line"] == {"minimum": 1}
         assert bounds["refresh_index", "filepath"] == {"minLength": 1, "maxLength": 4096}
@@ -84,7 +84,7 @@ async def test_stdio_session_end_to_end(source: Path, tmp_path: Path) -> None:
 
         write(source, "fresh.md", "# Fresh\n\nkumquat harvest\n")
         one = await call(client, "refresh_index", {"filepath": "fresh.md"})
-        assert one == {"success": True, "files_processed": 1, "files_removed": 0}  # #23: no empty errors
+        assert one == {"success": True, "files_processed": 1, "files_removed": 0, "errors": []}  # the spec names errors: always there
         assert (await call(client, "search", {"query": "kumquat"}))["results"][0]["path"] == "fresh.md"
 
         # The rescan loop (1 s) notices edits and deletions without being asked.
