@@ -26,6 +26,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from http_server import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV_VAR, HttpSettings,
 from indexer import TextIndexer
 from listing import list_files
 from models import VERSION, DocumentReply, ScanProgress, ServerConfig, StatusReply
+from phrasings import alternatives_given, fused_search
 from search import Freshness, with_collections
 from search import search as run_search
 from snippets import ESCAPED_HIGHLIGHT, HIGHLIGHT
@@ -100,6 +102,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     search_parser.add_argument("query", help='words, "a phrase", prefix*, -excluded (a query may start with -; one that is an option\'s name goes last, after --)')
     add_filter_options(search_parser, limit=10, paging="results")
     search_parser.add_argument("--all-copies", action="store_true", help="one result per file, also for files of the same text")
+    search_parser.add_argument("--alt", action="append", metavar="QUERY", help="another phrasing of the same need, fused with the query (up to 4)")
     search_parser.add_argument("--json", action="store_true", help="print the reply as JSON")
     get_parser = sub.add_parser("get", parents=[common], help="print a file's text, or one section of it, read from disk now")
     get_parser.add_argument("path", metavar="PATH", help="relative to the source, as search prints it, or absolute inside it")
@@ -360,7 +363,9 @@ def cmd_search(config: ServerConfig, args: argparse.Namespace) -> int:
     try:
         extensions, collection, tags = comma_list(args.ext, "--ext"), comma_list(args.collection, "--collection"), comma_list(args.tags, "--tags")
         under = filter_prefixes(config, collection, args.path)
-        reply = writable_reply(with_collections(run_search(
+        phrasings = alternatives_given(args.alt, args.query)
+        run = partial(fused_search, alternatives=phrasings) if phrasings else run_search
+        reply = writable_reply(with_collections(run(
             config.db_path, args.query, args.limit, filters=read_filters(args.path, extensions, args.after, args.before, under, tags),
             offset=args.offset, collapse_duplicates=not args.all_copies, freshness=Freshness.of(config),
         ), config))

@@ -7,6 +7,7 @@ import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import PurePosixPath
 from typing import Annotated, Any, TypeVar, cast
 
@@ -19,6 +20,7 @@ from filters import MAX_EXTENSIONS, MAX_PATH_PATTERN_CHARS, MAX_TAGS, read_filte
 from listing import MAX_LIST_LIMIT, MAX_LIST_OFFSET
 from listing import list_files as run_listing
 from models import VERSION, DocumentReply, FileList, RefreshReply, QueryReading, ScanProgress, SearchHit, SearchReply, ServerConfig, StatusReply
+from phrasings import MAX_ALTERNATIVES, alternatives_given, fused_search
 from query import STOPWORDS
 from schemas import advertise_tools_only, compact_tools
 from search import MAX_LIMIT, MAX_OFFSET, Freshness, with_collections
@@ -255,12 +257,12 @@ def build_server(daemon: Daemons) -> Any:
     server = MCPServer("docsearch", version=VERSION, instructions=server_instructions(daemon.config))
     config = daemon.config
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def search(
         query: Annotated[str, described('Keywords or a question; "exact phrase", prefix*, -excluded word.')],
         limit: Annotated[int, schema_bounds(1, MAX_LIMIT), described("At most this many files.")] = 10,
         path: Annotated[str | None, schema_bounds(0, MAX_PATH_PATTERN_CHARS, "text"), described(
-            "Only files under this folder (guides/) or matching this glob (guides/**/*.md).")] = None,
+            "Only files under this folder or matching this glob (guides/**/*.md).")] = None,
         extensions: Annotated[list[str] | None, schema_bounds(0, MAX_EXTENSIONS, "list"), described(
             'Only these extensions, e.g. [".md"].')] = None,
         modified_after: Annotated[str | None, described(
@@ -275,14 +277,19 @@ def build_server(daemon: Daemons) -> Any:
             "Only these sources' files (a hit's collection).")] = None,
         tags: Annotated[list[str] | None, schema_bounds(0, MAX_TAGS, "list"), described(
             "Only files with all these front matter tags.")] = None,
+        alternatives: Annotated[list[str] | None, schema_bounds(0, MAX_ALTERNATIVES, "list"), described(
+            "Other phrasings of the need (synonyms, likely document terms), fused with the query into one list.")] = None,
     ) -> Annotated[CallToolResult, SearchReply]:
-        """Find the sections that answer a query: each file's best section, best first, with path,
-        heading, lines and a snippet (matches in **bold**). A text held in several files is one
-        hit (`also_in`; with `also_in_replaces`, each is `path` with that part replaced)."""
+        """Find the sections that answer a query, best first: each file's best section with path,
+        heading, lines and snippet; a text in several files is one hit (`also_in`; with
+        `also_in_replaces`, each is `path` with that part replaced). Use the words the documents
+        likely use, not the user's; if unsure of them or a search came back weak, add `alternatives`."""
 
         def work(cancelled: threading.Event) -> SearchReply:
             under = filter_prefixes(config, collection, path)
-            return with_collections(run_search(
+            phrasings = alternatives_given(alternatives, query)
+            run = partial(fused_search, alternatives=phrasings) if phrasings else run_search
+            return with_collections(run(
                 config.db_path, query, limit, indexing=not daemon.first_scans_done(), cancelled=cancelled.is_set,
                 filters=read_filters(path, extensions, modified_after, modified_before, under, tags), offset=offset,
                 collapse_duplicates=collapse_duplicates, freshness=Freshness.of(config, daemon.refresh_found),
@@ -299,12 +306,12 @@ def build_server(daemon: Daemons) -> Any:
             reply["warnings"].append(problem)
         return tool_result(writable_reply(lean_search(reply, query, explain)))
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def get_document(
         path: Annotated[str, schema_bounds(1, MAX_USER_PATH_CHARS, "text"), described(
             "The file's path, as a hit gives it.")],
         heading: Annotated[str | None, described(
-            'Only this section, as a hit names it ("Install > Linux"; "Examples#2": the second of that name).')] = None,
+            'Only this section, as a hit names it ("Examples#2": the 2nd of that name).')] = None,
         start_line: Annotated[int | None, schema_bounds(1), described(
             "First line (from 1); to read on: next_start_line.")] = None,
         end_line: Annotated[int | None, schema_bounds(1), described("Last line to read (inclusive).")] = None,
@@ -328,7 +335,7 @@ def build_server(daemon: Daemons) -> Any:
         except TOOL_ERRORS as exc:
             raise ToolError(reason_of(exc)) from exc
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def list_files(
         path: Annotated[str | None, schema_bounds(0, MAX_PATH_PATTERN_CHARS, "text"), described(
             "Only files under this folder (guides/) or matching this glob.")] = None,
@@ -354,12 +361,12 @@ def build_server(daemon: Daemons) -> Any:
         lean["files"] = [_said(listed, ("title", "tags")) for listed in reply["files"]]
         return tool_result(writable_reply(lean))
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def get_index_status() -> Annotated[CallToolResult, StatusReply]:
         """Whether the index is up to date (or how far a scan got), files indexed and skipped, problems met."""
         return tool_result(writable_reply(lean_status(server_status(config, daemon))))
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
     async def refresh_index(
         ctx: Context, filepath: Annotated[str | None, schema_bounds(1, MAX_USER_PATH_CHARS, "text"), described(
             "One file to index again (or drop if deleted); none: rescan all.")] = None,

@@ -10,6 +10,13 @@ as the MCP ``search`` tool calls it, with default settings and the largest limit
 
 Queries without any relevant document are left out of the averages (and counted); a query the
 search refuses (no searchable words) scores 0.
+
+With ``--phrasings DIR`` (DIR/<collection>.json: each query's alternatives, written without seeing
+the documents; bench/phrasings/), each collection is also ranked by each alternative alone, by the
+agent's own reciprocal-rank fusion of its separate calls (the query and every alternative, top 10
+each), and by one search with ``alternatives`` (phrasings.fused_search):
+
+    .venv/bin/python bench/relevance.py /tmp/rel/* --phrasings bench/phrasings
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from database import IndexWriter  # noqa: E402
 from exceptions import QueryError  # noqa: E402
 from indexer import TextIndexer  # noqa: E402
 from models import ServerConfig  # noqa: E402
+from phrasings import fused_search  # noqa: E402
 from search import search  # noqa: E402
 
 NDCG_DEPTH = 10
@@ -132,6 +140,42 @@ def daemon_ranker(db_path: Path) -> Ranker:
     return rank
 
 
+#: The agent's own fusion of separate calls: reciprocal rank with the usual constant, over the top
+#: AGENT_CALL_LIMIT of each call (what a call returns by default).
+AGENT_RANK_OFFSET = 60
+AGENT_CALL_LIMIT = 10
+
+
+def phrasing_rankers(db_path: Path, alternatives: dict[str, list[str]]) -> dict[str, Ranker]:
+    """Rankers over the alternatives of each query (by its text): each alternative alone
+    ("alternative N"), the agent fusing the query's and every alternative's top 10 by reciprocal
+    rank ("agent RRF"), and one search with alternatives ("fused")."""
+    single = daemon_ranker(db_path)
+
+    def alternative(number: int) -> Ranker:
+        def rank(query: str, limit: int) -> list[str]:
+            phrasings = alternatives.get(query, [])
+            return single(phrasings[number], limit) if number < len(phrasings) else single(query, limit)
+        return rank
+
+    def agent_rrf(query: str, limit: int) -> list[str]:
+        scores: dict[str, float] = {}
+        for text in [query, *alternatives.get(query, [])]:
+            for place, doc in enumerate(single(text, AGENT_CALL_LIMIT), 1):
+                scores[doc] = scores.get(doc, 0.0) + 1.0 / (AGENT_RANK_OFFSET + place)
+        return sorted(scores, key=lambda doc: -scores[doc])[:limit]
+
+    def fused(query: str, limit: int) -> list[str]:
+        try:
+            reply = fused_search(db_path, query, min(limit, 100), alternatives=alternatives.get(query, []))
+        except QueryError:
+            return []
+        return [Path(hit["path"]).stem for hit in reply["results"]]
+
+    count = max((len(found) for found in alternatives.values()), default=0)
+    return {**{f"alternative {n + 1}": alternative(n) for n in range(count)}, "agent RRF": agent_rrf, "fused": fused}
+
+
 def evaluate(
     name: str, queries: dict[str, str], qrels: dict[str, dict[str, int]], rank: Ranker
 ) -> tuple[Summary, list[QueryScore]]:
@@ -174,17 +218,39 @@ def print_summaries(summaries: Iterable[Summary]) -> None:
         print(f"| {s.collection} | {s.queries} | {s.ndcg:.4f} | {s.recall:.4f} | {s.mrr:.4f} |")
 
 
+def print_phrasings(collections: list[Path], index_dir: Path, folder: Path, single: dict[str, float]) -> None:
+    """nDCG@10 of each collection's query alone, each alternative alone, the agent's fusion and
+    the server's (phrasing_rankers), as one Markdown table."""
+    rows = []
+    for collection in collections:
+        written = json.loads((folder / f"{collection.name}.json").read_text(encoding="utf-8"))["queries"]
+        alternatives = {entry["query"]: entry["alternatives"] for entry in written.values()}
+        db_path = index_collection(collection, index_dir)
+        queries, qrels = read_queries(collection / "queries.tsv"), read_qrels(collection / "qrels.tsv")
+        found = {name: evaluate(collection.name, queries, qrels, rank)[0].ndcg for name, rank in phrasing_rankers(db_path, alternatives).items()}
+        rows.append((collection.name, {"query": single[collection.name], **found}))
+    names = list(rows[0][1]) if rows else []
+    print(f"| collection | {' | '.join(names)} |")
+    print(f"|---|{'---:|' * len(names)}")
+    for name, found in rows:
+        print(f"| {name} | {' | '.join(f'{found[column]:.4f}' for column in names)} |")
+    print()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("collections", nargs="+", type=Path, help="collection directories (docs/, queries.tsv, qrels.tsv)")
     parser.add_argument("--index-dir", type=Path, help="where to keep the indexes (default: a temporary directory)")
     parser.add_argument("--worst", type=int, default=0, metavar="N", help="also list the N worst queries by nDCG")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write every per-query score to FILE")
+    parser.add_argument("--phrasings", type=Path, metavar="DIR", help="also rank each query's alternatives from DIR/<collection>.json")
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="relevance-") as scratch:
         index_dir = args.index_dir or Path(scratch)
         results = [evaluate_collection(c, index_dir) for c in args.collections]
+        if args.phrasings:
+            print_phrasings(args.collections, index_dir, args.phrasings, {summary.collection: summary.ndcg for summary, _ in results})
     print_summaries(summary for summary, _ in results)
     for summary, scores in results:
         if args.worst:

@@ -1,0 +1,117 @@
+"""Several phrasings of one need, searched and fused into one ranked list of distinct answers.
+
+The agent calling the server is a language model: it can guess the words the documents use and
+phrase a need several ways. Each phrasing is searched as ``search`` searches one query; the lists
+are fused by reciprocal rank (a file's fused score is the sum over the lists that hold it of
+``weight / (RANK_OFFSET + rank)``), so a file several phrasings agree on rises, and each file is
+one result however many lists, or copies of it, name it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from exceptions import ArgumentError, QueryError
+from filters import NO_FILTERS, Filters
+from models import SearchHit, SearchReply
+from query import MAX_QUERY_CHARS
+from search import MAX_ALSO_IN, MAX_LIMIT, MAX_OFFSET, Freshness, search
+
+#: At most this many phrasings besides the query.
+MAX_ALTERNATIVES = 4
+#: Reciprocal rank fusion's constant: how much the first places weigh more than the next ones (60 in
+#: the literature; tuned on the seven collections with bench/relevance.py --alternatives).
+RANK_OFFSET = 60
+#: The query the agent sent first weighs this much against each alternative's 1.
+QUERY_WEIGHT = 1.0
+#: Each phrasing is ranked this deep (at least), so that fused places below the page are known.
+FUSION_DEPTH = 30
+
+
+def alternatives_given(alternatives: object, query: str) -> list[str]:
+    """The alternatives to search besides ``query``: distinct (ignoring case and spacing), none
+    the query itself; ArgumentError for anything but a list of at most MAX_ALTERNATIVES strings."""
+    if alternatives is None:
+        return []
+    if not isinstance(alternatives, (list, tuple)) or not all(isinstance(text, str) for text in alternatives):
+        raise ArgumentError("alternatives", f"must be a list of strings, got {str(alternatives)[:100]!r}")
+    if len(alternatives) > MAX_ALTERNATIVES:
+        raise ArgumentError("alternatives", f"at most {MAX_ALTERNATIVES} phrasings besides the query, got {len(alternatives)}")
+    seen = {" ".join(query.split()).casefold()}
+    kept = []
+    for text in alternatives:
+        if len(text) > MAX_QUERY_CHARS:
+            raise ArgumentError("alternatives", f"each at most {MAX_QUERY_CHARS:,} characters, got {len(text):,}")
+        said = " ".join(text.split()).casefold()
+        if said and said not in seen:
+            seen.add(said)
+            kept.append(text)
+    return kept
+
+
+def fused_search(
+    db_path: Path, query: str, limit: int = 10, indexing: bool = False, cancelled: Callable[[], bool] | None = None, *,
+    alternatives: Sequence[str] = (), filters: Filters = NO_FILTERS, offset: int = 0, collapse_duplicates: bool = True,
+    freshness: Freshness | None = None,
+) -> SearchReply:
+    """search() of ``query`` and each of ``alternatives`` (see alternatives_given), fused into one
+    reply: the page ``offset`` to ``offset + limit`` of the fused list, each file once, shown as the
+    phrasing that ranked it best shows it. The reply's ``query_read`` is the query's; a phrasing
+    with nothing to search is named in ``warnings`` (an error only when none has anything)."""
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
+        raise QueryError(query, f"limit must be a whole number from 1 to {MAX_LIMIT}, got {limit!r}")
+    if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= MAX_OFFSET:
+        raise ArgumentError("offset", f"must be a whole number from 0 to {MAX_OFFSET:,}, got {offset!r}")
+    depth = min(MAX_LIMIT, max(FUSION_DEPTH, offset + limit + 1))
+    replies: list[tuple[float, SearchReply]] = []
+    skipped: list[str] = []
+    first_error: QueryError | None = None
+    for weight, text in [(QUERY_WEIGHT, query), *((1.0, text) for text in alternatives)]:
+        try:
+            replies.append((weight, search(db_path, text, depth, indexing, cancelled, filters=filters,
+                                           collapse_duplicates=collapse_duplicates, freshness=freshness)))
+        except QueryError as exc:
+            first_error = first_error or exc
+            skipped.append(f"the phrasing {text[:100]!r} was not searched: {exc.reason}")
+    if not replies:
+        raise first_error  # type: ignore[misc]
+    return _fused(replies, offset, limit, skipped)
+
+
+def _fused(replies: list[tuple[float, SearchReply]], offset: int, limit: int, skipped: list[str]) -> SearchReply:
+    """One reply from the phrasings' replies (see fused_search)."""
+    scores: dict[str, float] = {}
+    shown: dict[str, tuple[int, SearchHit]] = {}  # each answer's best place, and its hit there
+    copies: dict[str, list[str]] = {}
+    counted: dict[str, int] = {}
+    answer_of: dict[str, str] = {}  # a file (or a copy named with it) -> the answer it belongs to
+    for weight, reply in replies:
+        for rank, hit in enumerate(reply["results"], 1):
+            files = [hit["path"], *hit.get("also_in", [])]
+            answer = next((answer_of[path] for path in files if path in answer_of), hit["path"])
+            for path in files:
+                answer_of.setdefault(path, answer)
+            scores[answer] = scores.get(answer, 0.0) + weight / (RANK_OFFSET + rank)
+            if answer not in shown or rank < shown[answer][0]:
+                shown[answer] = (rank, hit)
+            copies.setdefault(answer, []).extend(path for path in files if path not in copies[answer])
+            counted[answer] = max(counted.get(answer, 0), hit.get("also_in_count", 0))
+    ranked = sorted(scores, key=lambda answer: (-scores[answer], shown[answer][0]))
+    page = ranked[offset:offset + limit]
+    results = []
+    for answer in page:
+        hit = dict(shown[answer][1])
+        others = [path for path in copies[answer] if path != hit["path"]]
+        hit.update(score=scores[answer], also_in=others[:MAX_ALSO_IN], also_in_count=max(counted[answer], len(others)))
+        results.append(hit)
+    first = replies[0][1]
+    warnings = list(dict.fromkeys([*skipped, *(warning for _, reply in replies for warning in reply["warnings"])]))
+    has_more = len(ranked) > offset + limit or any(reply["has_more"] for _, reply in replies)
+    return {
+        "query": first["query"], "results": results,  # type: ignore[typeddict-item]
+        "files_matched": max(max(reply["files_matched"] for _, reply in replies), len(ranked)),
+        "indexing": any(reply["indexing"] for _, reply in replies), "offset": offset, "has_more": has_more,
+        "next_offset": offset + len(results) if has_more else None, "warnings": warnings,
+        "query_read": first["query_read"], "suggestions": first["suggestions"] if not ranked else [],
+    }

@@ -1,0 +1,73 @@
+"""Several phrasings of one need in one search: checked, searched, and fused into one list where
+each answer appears once (phrasings.py), through the MCP tool and the command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from exceptions import ArgumentError
+from phrasings import MAX_ALTERNATIVES, RANK_OFFSET, _fused, alternatives_given
+from tests.conftest import MAIN_PY, write
+from tests.test_mcp_stdio import call, server_params, wait_for
+
+
+def test_alternatives_are_checked_and_repeats_of_the_query_dropped() -> None:
+    assert alternatives_given(None, "q") == []
+    assert alternatives_given(["birds of prey", " Q ", "birds  of prey", ""], "q") == ["birds of prey"]
+    for bad in ("one string", ["ok", 3], ["a"] * (MAX_ALTERNATIVES + 1), ["x" * 10_001]):
+        with pytest.raises(ArgumentError, match="alternatives"):
+            alternatives_given(bad, "q")
+
+
+def hit(path: str, *copies: str) -> dict:
+    return {"path": path, "snippet": path, "score": 1.0, "line_start": 1, "line_end": 2, "last_modified": "x",
+            "also_in": list(copies), "also_in_count": len(copies)}
+
+
+def reply(*hits: dict) -> dict:
+    return {"query": "q", "results": list(hits), "files_matched": len(hits), "indexing": False, "offset": 0,
+            "has_more": False, "next_offset": None, "warnings": [], "query_read": {"mode": "keywords"}, "suggestions": []}
+
+
+def test_fusion_ranks_what_phrasings_agree_on_first_and_shows_each_answer_once() -> None:
+    first = reply(hit("a.md"), hit("b.md", "b-copy.md"), hit("c.md"))
+    second = reply(hit("b-copy.md", "b.md"), hit("d.md"))
+    fused = _fused([(1.0, first), (1.0, second)], 0, 10, [])
+    paths = [found["path"] for found in fused["results"]]
+    assert paths == ["b-copy.md", "a.md", "d.md", "c.md"]  # b: 1/62 + 1/61, shown as its best place shows it; a 1/61; d 1/62; c 1/63
+    assert fused["results"][0]["score"] == pytest.approx(1 / (RANK_OFFSET + 2) + 1 / (RANK_OFFSET + 1))
+    assert fused["results"][0]["also_in"] == ["b.md"]  # the copy is named, not a result of its own
+    page = _fused([(1.0, first), (1.0, second)], 1, 2, [])
+    assert [found["path"] for found in page["results"]] == ["a.md", "d.md"] and page["has_more"] and page["next_offset"] == 3
+
+
+@pytest.mark.anyio
+async def test_one_search_with_alternatives_finds_what_each_phrasing_finds_once(source: Path, tmp_path: Path) -> None:
+    write(source, "kestrel.md", "# Kestrel\n\nA small falcon hovering over the verge.\n")
+    write(source, "raptors.md", "# Raptors\n\nBirds of prey hunt mice at dusk.\n")
+    write(source, "v1/raptors.md", "# Raptors\n\nBirds of prey hunt mice at dusk.\n")
+    write(source, "owls.md", "# Owls\n\nOwls are birds of prey that hunt at night.\n")
+    async with Client(server_params(source, tmp_path / "idx", "--scan-interval", "0")) as client:
+        async def idle() -> bool:
+            return (await call(client, "get_index_status"))["state"] == "idle"
+
+        await wait_for(idle)
+        alone = await call(client, "search", {"query": "falcon"})
+        assert [found["path"] for found in alone["results"]] == ["kestrel.md"]
+        fused = await call(client, "search", {"query": "falcon", "alternatives": ["birds of prey", "raptor hunting", "falcon"]})
+        paths = [found["path"] for found in fused["results"]]
+        assert set(paths) == {"kestrel.md", "raptors.md", "owls.md"} and len(paths) == 3, fused  # v1/ folded in also_in
+        assert all({"path", "snippet", "score", "last_modified"} <= set(found) for found in fused["results"])
+        too_many = await client.call_tool("search", {"query": "falcon", "alternatives": ["a", "b", "c", "d", "e"]})
+        assert too_many.is_error and "alternatives" in too_many.content[0].text
+        weak = await call(client, "search", {"query": "falcon", "alternatives": ["***"]})
+        assert [found["path"] for found in weak["results"]] == ["kestrel.md"] and "was not searched" in weak["warnings"][0]
+    cli = subprocess.run([sys.executable, str(MAIN_PY), "search", "falcon", "--alt", "birds of prey", "--json",
+                          "--source", str(source), "--index-dir", str(tmp_path / "idx")], capture_output=True, text=True, timeout=60)
+    assert {found["path"] for found in json.loads(cli.stdout)["results"]} == {"kestrel.md", "raptors.md", "owls.md"}, cli.stderr
