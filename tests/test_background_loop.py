@@ -74,6 +74,22 @@ def status_of(daemon: Daemon) -> dict:
     return dict(read_status(daemon.config, daemon.indexer, daemon.startup_error, daemon.watch_state))
 
 
+def fail_the_next_batch_once(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Makes the watcher's next batch raise, once, a failure nobody foresaw: the list returned
+    holds True from then on."""
+    failing = SourceWatcher.next_batch
+    raised: list[bool] = []
+
+    def next_batch(self: SourceWatcher, timeout: float | None):  # noqa: ANN202
+        if not raised:
+            raised.append(True)
+            raise RuntimeError("an unforeseen failure")
+        return failing(self, timeout)
+
+    monkeypatch.setattr(SourceWatcher, "next_batch", next_batch)
+    return raised
+
+
 # ---- a folder that changes while the watcher looks at it ----------------------------------------
 
 
@@ -136,16 +152,7 @@ def test_whatever_escapes_a_turn_of_the_loop_is_shown_and_the_loop_goes_on(
     """A failure nobody foresaw (made here by a watcher whose next batch raises, once): logged
     with its traceback, status's last error, a rescan, and a new watcher that sees later edits."""
     write(source, "a.md", "a\n")
-    failing = SourceWatcher.next_batch
-    raised: list[bool] = []
-
-    def next_batch(self: SourceWatcher, timeout: float | None):  # noqa: ANN202
-        if not raised:
-            raised.append(True)
-            raise RuntimeError("an unforeseen failure")
-        return failing(self, timeout)
-
-    monkeypatch.setattr(SourceWatcher, "next_batch", next_batch)
+    raised = fail_the_next_batch_once(monkeypatch)
     daemon = daemon_of(watched_config)
     assert wait_until(lambda: bool(raised))
     assert wait_until(lambda: "an unforeseen failure" in (status_of(daemon)["last_error"] or ""))
@@ -323,25 +330,19 @@ def test_a_file_written_all_the_time_is_indexed_a_few_times_and_its_last_text_is
 
 # ---- the supervisor of the rescan loop ------------------------------------------------------------
 
+
 def test_after_a_failed_turn_status_says_watching_stopped_and_counts_the_failure_once(
     watched_config: ServerConfig, source: Path, daemon_of: Callable[[ServerConfig], Daemon], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     write(source, "a.md", "a\n")
-    failing, recording = SourceWatcher.next_batch, TextIndexer.record_watching
-    raised: list[bool] = []
+    fail_the_next_batch_once(monkeypatch)
+    recording = TextIndexer.record_watching
     recorded: list[WatchState] = []
-
-    def next_batch(self: SourceWatcher, timeout: float | None):  # noqa: ANN202
-        if not raised:
-            raised.append(True)
-            raise RuntimeError("an unforeseen failure")
-        return failing(self, timeout)
 
     def record_watching(self: TextIndexer, state: WatchState) -> None:
         recorded.append(replace(state))  # a copy: a watcher's state changes when it closes
         recording(self, state)
 
-    monkeypatch.setattr(SourceWatcher, "next_batch", next_batch)
     monkeypatch.setattr(TextIndexer, "record_watching", record_watching)
     daemon = daemon_of(watched_config)
     assert wait_until(lambda: bool(recorded))
