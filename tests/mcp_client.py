@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import Client, StdioServerParameters
+from mcp import Client, ClientSession, StdioServerParameters
 
 from tests.conftest import MAIN_PY
 
@@ -27,7 +27,7 @@ async def wait_for(check: Callable[[], Awaitable[bool]], seconds: float = 60) ->
             await anyio.sleep(0.1)
 
 
-async def call(client: Client, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+async def call(client: Client | ClientSession, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
     result = await client.call_tool(tool, args or {})
     assert not result.is_error, result.content[0].text
     assert result.structured_content is not None
