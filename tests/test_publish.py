@@ -1,6 +1,6 @@
-"""What is published besides the wheel: the Claude Desktop bundle (.mcpb) built by
-publish/build_mcpb.py holds a valid manifest and, unpacked, runs its server over stdio on nothing
-but the standard library and what it holds."""
+"""What is published besides the wheel: the MCP Registry's server.json names this release on PyPI,
+and the Claude Desktop bundle (.mcpb) built by publish/build_mcpb.py holds a valid manifest and,
+unpacked, runs its server over stdio on nothing but the standard library and what it holds."""
 
 from __future__ import annotations
 
@@ -23,6 +23,19 @@ from tests.conftest import PROJECT_DIR, write
 from tests.mcp_client import call, wait_for
 
 BUILD_MCPB = PROJECT_DIR / "publish" / "build_mcpb.py"
+
+
+def test_server_json_names_this_release_of_the_pypi_package_run_with_source() -> None:
+    server = json.loads((PROJECT_DIR / "server.json").read_text(encoding="utf-8"))
+    project = re.search(r'^name = "([^"]+)"', (PROJECT_DIR / "pyproject.toml").read_text(encoding="utf-8"), re.MULTILINE)
+    assert project is not None
+    (package,) = server["packages"]
+    assert (package["registryType"], package["identifier"], package["transport"]) == ("pypi", project.group(1), {"type": "stdio"})
+    assert server["version"] == package["version"] == VERSION
+    assert [(argument["type"], argument["name"]) for argument in package["packageArguments"]] == [("named", "--source")]
+    assert len(server["description"]) <= 100  # the registry's limit
+    # The registry checks that the PyPI package is this server's through a line of its README.
+    assert f"mcp-name: {server['name']}" in (PROJECT_DIR / "README.md").read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
