@@ -134,6 +134,7 @@ def dependency_files(dist: metadata.Distribution) -> list[tuple[str, Path]]:
 
 
 def add(bundle: zipfile.ZipFile, name: str, data: bytes) -> None:
+    """One compressed entry, readable by all, dated ZIP_TIME."""
     entry = zipfile.ZipInfo(name, ZIP_TIME)
     entry.external_attr = 0o644 << 16
     entry.compress_type = zipfile.ZIP_DEFLATED
