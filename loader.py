@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+import typing_extensions
+
 import database
 from config import USABLE_CPUS
 from exceptions import FileSkipped, SourceUnavailableError, reason_of
@@ -167,11 +169,15 @@ class _LoaderResults(pickle.Unpickler):
 #: install's modules by their absolute folder. Nothing in the folder the server was started in
 #: (an untrusted project, often) can be imported in its place; and a module of one of our names
 #: that a .pth file imported at startup (-I still runs them) is dropped first, as the launcher does.
+#: The one package the loader needs besides the standard library, typing_extensions, is found last
+#: where this process found it: in site-packages, the same folder; in the .mcpb bundle, its lib/
+#: folder, which no interpreter knows of.
 _MODULES_FOLDER = Path(__file__).resolve().parent
 _OWN_MODULES = sorted(path.stem for path in _MODULES_FOLDER.glob("*.py") if path.stem != "__init__")
+_TYPING_EXTENSIONS_FOLDER = Path(typing_extensions.__file__).parent
 LOADER_COMMAND = [
     sys.executable, "-I", "-c",
-    f"import sys; sys.path.insert(0, {str(_MODULES_FOLDER)!r}); "
+    f"import sys; sys.path.insert(0, {str(_MODULES_FOLDER)!r}); sys.path.append({str(_TYPING_EXTENSIONS_FOLDER)!r}); "
     f"[sys.modules.pop(name) for name in {_OWN_MODULES!r} if name in sys.modules]; "
     "import loader; loader.run_loader()",
 ]

@@ -1,6 +1,7 @@
 """The background loop never dies and never lies: a watcher that trips over a folder changing under
-it, anything else escaping a turn of the loop, a full disk (a real one: a small tmpfs), and a file
-written all the time. Real folders, a real SQLite file, a real Daemon thread."""
+it, anything else escaping a turn of the loop, a full disk (a real one: a small tmpfs), a file
+written all the time, and its supervisor after a failed turn (status kept in step, one failure
+counted once, a MemoryError survived). Real folders, a real SQLite file, a real Daemon thread."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import os
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,7 +19,7 @@ import pytest
 from daemon import Daemon
 from database import IndexWriter
 from indexer import TextIndexer, watched_folder
-from models import ServerConfig
+from models import ServerConfig, WatchState
 from reliability_helpers import MAIN_PY, rel_mount_tmpfs, rel_umount
 from search import search
 from status import read_status
@@ -69,6 +72,22 @@ def daemon_of() -> Iterator[Callable[[ServerConfig], Daemon]]:
 
 def status_of(daemon: Daemon) -> dict:
     return dict(read_status(daemon.config, daemon.indexer, daemon.startup_error, daemon.watch_state))
+
+
+def fail_the_next_batch_once(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Makes the watcher's next batch raise, once, a failure nobody foresaw: the list returned
+    holds True from then on."""
+    failing = SourceWatcher.next_batch
+    raised: list[bool] = []
+
+    def next_batch(self: SourceWatcher, timeout: float | None):  # noqa: ANN202
+        if not raised:
+            raised.append(True)
+            raise RuntimeError("an unforeseen failure")
+        return failing(self, timeout)
+
+    monkeypatch.setattr(SourceWatcher, "next_batch", next_batch)
+    return raised
 
 
 # ---- a folder that changes while the watcher looks at it ----------------------------------------
@@ -133,16 +152,7 @@ def test_whatever_escapes_a_turn_of_the_loop_is_shown_and_the_loop_goes_on(
     """A failure nobody foresaw (made here by a watcher whose next batch raises, once): logged
     with its traceback, status's last error, a rescan, and a new watcher that sees later edits."""
     write(source, "a.md", "a\n")
-    failing = SourceWatcher.next_batch
-    raised: list[bool] = []
-
-    def next_batch(self: SourceWatcher, timeout: float | None):  # noqa: ANN202
-        if not raised:
-            raised.append(True)
-            raise RuntimeError("an unforeseen failure")
-        return failing(self, timeout)
-
-    monkeypatch.setattr(SourceWatcher, "next_batch", next_batch)
+    raised = fail_the_next_batch_once(monkeypatch)
     daemon = daemon_of(watched_config)
     assert wait_until(lambda: bool(raised))
     assert wait_until(lambda: "an unforeseen failure" in (status_of(daemon)["last_error"] or ""))
@@ -324,7 +334,7 @@ async def test_a_search_on_a_full_disk_says_the_disk_is_full_not_disk_io_error(s
     error". The reply, the status and list_files say the disk is full, and where."""
     from mcp import Client
 
-    from tests.test_mcp_stdio import call, server_params, wait_for
+    from tests.mcp_client import call, server_params, wait_for
 
     write(source, "a.md", "# A\n\nzqfullqz\n")
     index_dir = small_disk / "idx"
@@ -349,7 +359,7 @@ async def test_a_search_on_a_full_disk_says_the_disk_is_full_not_disk_io_error(s
 async def test_a_search_while_the_index_cannot_be_written_says_changes_are_missing(source: Path, small_disk: Path) -> None:
     from mcp import Client
 
-    from tests.test_mcp_stdio import call, server_params, wait_for
+    from tests.mcp_client import call, server_params, wait_for
 
     write(source, "a.md", "# A\n\nzqbeforeqz\n")
     async with Client(server_params(source, small_disk / "idx", "--scan-interval", "0")) as client:
@@ -363,3 +373,67 @@ async def test_a_search_while_the_index_cannot_be_written_says_changes_are_missi
         await wait_for(lambda: state_is("error"))
         found = await call(client, "search", {"query": "zqbeforeqz"})
         assert any("the index cannot be written now" in w and "disk is full" in w for w in found["warnings"]), found
+
+
+# ---- the supervisor of the rescan loop ------------------------------------------------------------
+
+
+def test_after_a_failed_turn_status_says_watching_stopped_and_counts_the_failure_once(
+    watched_config: ServerConfig, source: Path, daemon_of: Callable[[ServerConfig], Daemon], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    write(source, "a.md", "a\n")
+    fail_the_next_batch_once(monkeypatch)
+    recording = TextIndexer.record_watching
+    recorded: list[WatchState] = []
+
+    def record_watching(self: TextIndexer, state: WatchState) -> None:
+        recorded.append(replace(state))  # a copy: a watcher's state changes when it closes
+        recording(self, state)
+
+    monkeypatch.setattr(TextIndexer, "record_watching", record_watching)
+    daemon = daemon_of(watched_config)
+    assert wait_until(lambda: bool(recorded))
+    # what status shows in this process and, through the index, in others
+    assert not recorded[0].active and "stopped by a failure" in (recorded[0].problem or ""), recorded
+    write(source, "a.md", "zqafterfailureqz\n")
+    assert wait_until(lambda: found(watched_config, "zqafterfailureqz") == ["a.md"])
+    for status in (status_of(daemon), dict(read_status(watched_config, None))):
+        assert status["watching"]["active"], status
+        assert status["errors_encountered"] == 1, status
+
+
+def test_a_memory_error_while_reporting_a_failed_turn_does_not_end_the_loop(
+    watched_config: ServerConfig, source: Path, daemon_of: Callable[[ServerConfig], Daemon], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Out of memory in a turn, and again while its traceback is formatted (made here by raising
+    MemoryError, which cannot be caused for real without starving the machine)."""
+    write(source, "a.md", "a\n")
+    failing, reporting = SourceWatcher.next_batch, TextIndexer.record_problem
+    held: list[weakref.ref] = []
+    freed: list[bool] = []
+
+    class Huge:
+        """Stands for the large tree a turn held when memory ran out."""
+
+    def next_batch(self: SourceWatcher, timeout: float | None):  # noqa: ANN202
+        if not held:
+            tree = Huge()
+            held.append(weakref.ref(tree))
+            raise MemoryError
+        return failing(self, timeout)
+
+    def record_problem(self: TextIndexer, message: str, exc: BaseException) -> None:
+        reporting(self, message, exc)
+        if not freed:
+            freed.append(held[0]() is None)
+            raise MemoryError  # as if formatting the traceback ran out of memory
+
+    monkeypatch.setattr(SourceWatcher, "next_batch", next_batch)
+    monkeypatch.setattr(TextIndexer, "record_problem", record_problem)
+    daemon = daemon_of(watched_config)
+    assert wait_until(lambda: bool(freed))
+    assert freed == [True]  # the failed turn's locals were let go before its report
+    write(source, "a.md", "zqaftermemoryqz\n")
+    assert wait_until(lambda: found(watched_config, "zqaftermemoryqz") == ["a.md"])
+    assert daemon._thread.is_alive()
+    assert status_of(daemon)["errors_encountered"] == 1

@@ -16,7 +16,7 @@ from documents import document_reply, read_document
 from exceptions import ArgumentError
 from models import ServerConfig
 from tests.conftest import write
-from tests.test_mcp_stdio import call, server_params, wait_for
+from tests.mcp_client import call, server_params, wait_for
 
 TWICE = """# Guide
 

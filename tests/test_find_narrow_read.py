@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 
 from tests.conftest import write
-from tests.test_mcp_stdio import call, server_params, wait_for
+from tests.mcp_client import call, server_params, wait_for
 
 pytestmark = pytest.mark.anyio
 

@@ -1,12 +1,14 @@
 """Documents built to blow up the format layer: archives that expand without bound (a chapter
-listed thousands of times, many parts each just under a per-part check), XML tags and blocks of a
-huge number of attributes, a text past the size limit for a file, HTML pages of one tag of a
-huge number of attributes or of a huge number of inline tags, a pdftotext left running (and the
-PDF's copy left behind) when the process that started it is killed; and a .docx whose Title
-paragraph must not name its sections."""
+listed thousands of times, many parts each just under a per-part check, millions of empty or
+nested elements), XML tags and blocks of a huge number of attributes, a text past the size limit
+for a file, HTML pages of one tag of a huge number of attributes or of a huge number of inline
+tags, files of millions of headings, a pdftotext left running (and the PDF's copy left behind)
+when the process that started it is killed; and a .docx whose Title paragraph must not name its
+sections."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -14,13 +16,18 @@ import subprocess
 import sys
 import time
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
+import formats
+import markup
+import sections
 from database import IndexWriter
-from documents import document_reply
+from documents import MAX_OUTLINE_HEADINGS, document_reply
 from exceptions import ArgumentError
 from formats import MAX_BLOCK_ELEMENTS, MAX_COMPRESSION_RATIO, MAX_TAG_ATTRIBUTES, PDF_TIMEOUT_SECONDS, extract
 from models import ServerConfig
@@ -43,6 +50,19 @@ def skipped_in_index(config: ServerConfig) -> dict[str, tuple[str, str]]:
         return {path: (reason, detail) for path, reason, detail in writer.skipped_entries(["too_large", "malformed"])}
     finally:
         writer.close()
+
+
+T = TypeVar("T")
+
+
+def with_peak(action: Callable[[], T]) -> tuple[T, int]:
+    """What ``action`` returns, and the most memory Python held while it ran (tracemalloc's peak)."""
+    tracemalloc.start()
+    try:
+        done = action()
+        return done, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 # ---- archives ---------------------------------------------------------------------------------------
@@ -93,12 +113,7 @@ def test_one_xml_tag_of_a_huge_number_of_attributes_is_refused_before_it_is_pars
     attributes = "".join(f' a{n}=""' for n in range(300_000))
     document = f'<w:document {W_NS}><w:body><w:p{attributes}><w:r><w:t>x</w:t></w:r></w:p></w:body></w:document>'
     data = zip_bytes({"word/document.xml": document})
-    tracemalloc.start()
-    try:
-        error = skipped("crowded.docx", data)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    error, peak = with_peak(lambda: skipped("crowded.docx", data))
     assert error.reason == "too_large" and error.detail == f"word/document.xml has a tag of more than {MAX_TAG_ATTRIBUTES} attributes"
     assert peak < 4 * len(document), f"{peak / len(document):.0f} times the part's size"
 
@@ -112,6 +127,46 @@ def test_a_block_of_elements_that_each_carry_attributes_is_refused() -> None:
     error = skipped("rows.docx", docx_bytes("<w:p>" + runs(MAX_BLOCK_ELEMENTS // 41 + 1) + "</w:p>"))
     assert error.reason == "too_large" and error.detail == f"word/document.xml has a block of more than {MAX_BLOCK_ELEMENTS} elements and attributes"
     assert read("fine.docx", docx_bytes("<w:p>" + runs(1000) + "</w:p>")).text == ""
+
+
+# archives of elements outside any block
+
+
+def padded_docx(body: str) -> bytes:
+    """A .docx with 100 KB of random bytes beside its document, which unpacks to less than 200 times its size."""
+    return zip_bytes({"word/document.xml": w_document(body), "pad.bin": os.urandom(100_000)})
+
+
+def test_a_part_nested_past_the_depth_limit_is_too_large_without_keeping_every_element() -> None:
+    depth = 300_000
+    body = "<w:x>" * depth + "</w:x>" * depth  # outside any paragraph: no block ever counted it
+    data = padded_docx(body)
+    error, peak = with_peak(lambda: skipped("nest.docx", data))
+    assert error.reason == "too_large"
+    assert error.detail == f"word/document.xml nests elements more than {formats.MAX_XML_DEPTH} deep"
+    # the part's bytes and its decoded text, not an element object per tag
+    assert peak < 4 * len(body)
+
+
+def test_elements_past_the_archive_limit_are_too_large(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(formats, "MAX_ARCHIVE_ELEMENTS", 1_000)
+    assert read("few.docx", docx_bytes("<w:p/>" * 900)).text == ""
+    error = skipped("many.docx", docx_bytes("<w:p/>" * 1_001))
+    assert error.reason == "too_large" and error.detail == "its XML parts hold more than 1000 elements"
+
+
+def test_millions_of_empty_paragraphs_take_linear_time(tmp_path: Path) -> None:
+    # 1.5 million <w:p/> (under the element limit) took over a minute of CPU when each finished
+    # paragraph was removed from a list of ~175,000 siblings; linear, it takes a few seconds.
+    path = tmp_path / "empty.docx"
+    path.write_bytes(padded_docx("<w:p/>" * 1_500_000))
+    script = f"import formats, sys; print(repr(formats.extract('empty.docx', open(sys.argv[1], 'rb').read()).text))"
+    done = subprocess.run(
+        ["prlimit", "--cpu=30", sys.executable, "-c", script, str(path)],
+        cwd=PROJECT_DIR, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "''"
 
 
 # ---- the cap on a file's text -----------------------------------------------------------------------
@@ -169,12 +224,7 @@ def attribute_page(attributes: int) -> bytes:
     ids=["attributes", "inline-tags"],
 )
 def test_a_page_takes_memory_in_proportion_to_its_size(page: bytes, text_chars: int) -> None:
-    tracemalloc.start()
-    try:
-        extracted = extract("hostile.html", page)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    extracted, peak = with_peak(lambda: extract("hostile.html", page))
     assert extracted is not None and len(extracted.text) == text_chars
     assert peak < 8 * len(page), f"{peak / len(page):.0f} times the file's size"
 
@@ -194,6 +244,39 @@ def test_a_page_takes_memory_in_proportion_to_its_size(page: bytes, text_chars: 
 def test_tags_end_where_a_browser_ends_them(page: bytes, text: str) -> None:
     extracted = extract("t.html", page)
     assert extracted is not None and extracted.text == text
+
+
+# ---- files of millions of headings ----------------------------------------------------------------
+
+HEADINGS = 200_000
+MANY_HEADINGS = {
+    "many.ipynb": json.dumps({"cells": [{"cell_type": "markdown", "source": "# h\n" * HEADINGS}]}).encode(),
+    "many.html": ("<h1>h</h1>" * HEADINGS).encode(),
+}
+
+
+@pytest.mark.parametrize(("name", "most_times_size"), [("many.ipynb", 30), ("many.html", 8)])
+def test_an_outline_of_a_file_of_many_headings_collects_no_more_than_it_lists(name: str, most_times_size: int) -> None:
+    """What get_document reads (most=MAX_OUTLINE_HEADINGS + 1): 69 and 17 times the file's size
+    when every heading was built first and cut after. The notebook's bound is wider: its lines
+    are held one by one, headings or not."""
+    data = MANY_HEADINGS[name]
+    content, peak = with_peak(lambda: sections.file_content(name, data, most=MAX_OUTLINE_HEADINGS + 1))
+    assert len(content.headings) == MAX_OUTLINE_HEADINGS + 1
+    assert content.text.count("h\n") == HEADINGS - 1  # every heading's line is still text
+    assert peak < most_times_size * len(data)
+
+
+@pytest.mark.parametrize("name", ["many.md", "many.ipynb", "many.html"])
+def test_headings_past_the_cap_are_not_collected_and_their_text_is_still_indexed(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(markup, "MAX_HEADINGS", 1_000, raising=False)  # raising=False: fails on the asserts before the fix
+    data = MANY_HEADINGS.get(name) or ("# h\n" * HEADINGS).encode()
+    content, peak = with_peak(lambda: sections.file_content(name, data))
+    assert len(content.headings) == 1_000
+    rows = sections.sections(content)
+    assert sum(row.body.count("h") for row in rows) == HEADINGS  # nothing lost: cut by size past the last heading
+    if name == "many.md":  # the others hold their lines one by one (see above)
+        assert peak < 8 * len(data)
 
 
 # ---- docx: the Title paragraph names no section -----------------------------------------------------

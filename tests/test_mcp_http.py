@@ -26,7 +26,7 @@ from exceptions import ConfigError
 from http_server import REQUEST_SECONDS, Gate, HttpSettings, http_settings, listening_socket, own_hosts, peer_uid, read_token
 from models import VERSION
 from tests.conftest import MAIN_PY, write
-from tests.test_mcp_stdio import call, wait_for
+from tests.mcp_client import call, wait_for
 
 TOKEN = "s3cret-token-for-tests-0123456789"
 INITIALIZE = {

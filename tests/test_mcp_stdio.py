@@ -2,39 +2,16 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 
 from models import VERSION
-from tests.conftest import MAIN_PY, write
+from tests.conftest import write
+from tests.mcp_client import call, server_params, wait_for
 
 pytestmark = pytest.mark.anyio
-
-
-def server_params(source: Path, index_dir: Path, *extra: str) -> StdioServerParameters:
-    return StdioServerParameters(
-        command=sys.executable,
-        args=[str(MAIN_PY), "--source", str(source), "--index-dir", str(index_dir), *extra],
-    )
-
-
-async def wait_for(check: Callable[[], Awaitable[bool]], seconds: float = 60) -> None:
-    with anyio.fail_after(seconds):
-        while not await check():
-            await anyio.sleep(0.1)
-
-
-async def call(client: Client, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-    result = await client.call_tool(tool, args or {})
-    assert not result.is_error, result.content[0].text
-    assert result.structured_content is not None
-    return result.structured_content
 
 
 async def test_stdio_session_end_to_end(source: Path, tmp_path: Path) -> None:

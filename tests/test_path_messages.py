@@ -18,7 +18,7 @@ from mcp import Client
 import file_utils
 from exceptions import UnsafePathError, reason_of
 from tests.conftest import write
-from tests.test_mcp_stdio import call, server_params, wait_for
+from tests.mcp_client import call, server_params, wait_for
 
 
 def test_a_file_system_error_is_told_by_its_reason_and_the_files_last_name() -> None:

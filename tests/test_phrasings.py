@@ -14,7 +14,7 @@ from mcp import Client
 from exceptions import ArgumentError
 from phrasings import MAX_ALTERNATIVES, RANK_OFFSET, _fused, alternatives_given
 from tests.conftest import MAIN_PY, write
-from tests.test_mcp_stdio import call, server_params, wait_for
+from tests.mcp_client import call, server_params, wait_for
 
 
 def test_alternatives_are_checked_and_repeats_of_the_query_dropped() -> None:

@@ -18,7 +18,7 @@ from indexer import TextIndexer
 from models import ServerConfig
 from search import search
 from tests.conftest import PROJECT_DIR, write
-from tests.test_mcp_stdio import call, server_params, wait_for
+from tests.mcp_client import call, server_params, wait_for
 
 
 def page(lines: int = 60, changed: int | None = None, start: int = 0) -> str:

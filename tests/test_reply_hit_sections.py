@@ -17,7 +17,7 @@ from snippets import ELLIPSIS, SNIPPET_MAX_CHARS, bounded_snippet, clean_snippet
 from tests.conftest import write
 from tests.test_formats import docx_bytes, epub_bytes, odt_bytes, pptx_bytes, slide_xml, w_para, xhtml
 from tests.test_formats_indexed import assert_hit_lines_hold, every_format, scanned  # noqa: F401 (a fixture)
-from tests.test_mcp_stdio import call, server_params, wait_for
+from tests.mcp_client import call, server_params, wait_for
 
 M_OPEN, M_CLOSE = "\ue000", "\ue001"  # the private markers a snippet's matches are between
 

@@ -16,7 +16,7 @@ from indexer import TextIndexer
 from models import ServerConfig
 from search import search
 from tests.conftest import write
-from tests.test_mcp_stdio import call, server_params, wait_for
+from tests.mcp_client import call, server_params, wait_for
 
 FILLER = "".join(f"Paragraph {n} tells of other matters entirely, one after another.\n\n" for n in range(60))
 

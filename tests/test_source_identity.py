@@ -14,7 +14,7 @@ from mcp import Client, StdioServerParameters
 
 from tests.conftest import MAIN_PY, write
 from tests.reliability_helpers import rel_unprivileged
-from tests.test_mcp_stdio import call, server_params, wait_for
+from tests.mcp_client import call, server_params, wait_for
 
 pytestmark = pytest.mark.anyio
 

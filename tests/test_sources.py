@@ -17,7 +17,7 @@ from mcp import Client, StdioServerParameters
 from config import load_config
 from exceptions import ConfigError
 from tests.conftest import MAIN_PY, write
-from tests.test_mcp_stdio import call, wait_for
+from tests.mcp_client import call, wait_for
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,7 @@ from mcp import Client
 
 from schemas import compact_schema
 from tests.conftest import write
-from tests.test_mcp_stdio import server_params
+from tests.mcp_client import server_params
 
 #: The budget the tool list is held to (compact JSON of tools/list's tools).
 MAX_TOOL_LIST_CHARS = 7000

@@ -19,7 +19,7 @@ from mcp import Client
 from indexer import watched_folder
 from models import ServerConfig
 from tests.conftest import PROJECT_DIR, write
-from tests.test_mcp_stdio import call, server_params, wait_for
+from tests.mcp_client import call, server_params, wait_for
 from watcher import Batch, SourceWatcher, WatchUnavailable
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux only")

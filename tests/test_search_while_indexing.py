@@ -1,4 +1,4 @@
-"""Concurrency: searches keep answering, with zero errors, while the daemon runs a full index of a
+"""Searches keep answering, with zero errors, while the daemon runs a full index of a
 large corpus and then a stream of edits; p99 latency is reported (not asserted)."""
 
 from __future__ import annotations
