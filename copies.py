@@ -1,4 +1,4 @@
-"""Near-copies of a text: a per-file sketch of its lines, and which ranked files it folds together.
+"""Near-copies of a text: a per-file sketch of its lines, which ranked files it folds together, and which leads.
 
 A sketch holds the SKETCH_SIZE smallest hashes of a text's distinct lines: a bottom-k MinHash.
 Among the SKETCH_SIZE smallest hashes of two sketches together, the share that both hold
@@ -14,7 +14,9 @@ new models.INDEX_FORMAT.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
 import struct
 import zlib
 from collections.abc import Iterator
@@ -100,3 +102,50 @@ class Leaders:
             key, theirs = self.leaders[n]
             if len(hashes & theirs) >= least and _similarity(hashes, theirs) >= NEAR_COPY:
                 yield key
+
+
+#: A version in a folder or file name: 7.4, v2, 5.1.0, 2023 (in "7.4", "powershell-7.4", "v2.3").
+_VERSION = re.compile(r"(?<![\w.])v?(\d+(?:\.\d+)*)(?![\w.])|(?<=[-_])v?(\d+(?:\.\d+)*)(?![\w.])")
+
+
+def version_in(name: str) -> tuple[int, ...] | None:
+    """The version a folder or file name carries, as numbers to compare ("7.4" -> (7, 4)); None
+    if it carries none, or more than one."""
+    found = [match[1] or match[2] for match in _VERSION.finditer(name)]
+    return tuple(int(part) for part in found[0].split(".")) if len(found) == 1 else None
+
+
+def newest_first(paths: list[str], query: str) -> int:
+    """Which of ``paths`` (copies of one text) is to lead their result: when they differ only in
+    one folder or file name, at the same place, and each of those names carries a version, the
+    newest version's, unless the query names one of those versions (then that one); else the
+    first. Returns its index in ``paths``."""
+    parts = [path.split("/") for path in paths]
+    if len(paths) < 2 or len({len(split) for split in parts}) != 1:
+        return 0
+    differing = [at for at in range(len(parts[0])) if len({split[at] for split in parts}) > 1]
+    if len(differing) != 1:
+        return 0
+    names = [split[differing[0]] for split in parts]
+    if differing[0] == len(parts[0]) - 1:  # a file's name: its version without its extension
+        names = [name.rsplit(".", 1)[0] if "." in name else name for name in names]
+    versions = [version_in(name) for name in names]
+    if any(version is None for version in versions):
+        return 0
+    asked = {version_in(word) for word in re.findall(r"[\w.-]+", query)} - {None}
+    named = [n for n, version in enumerate(versions) if version in asked]
+    if named:
+        return named[0]
+    return max(range(len(paths)), key=lambda n: (versions[n], -n))
+
+
+#: Numbers joined by dots, dashes or slashes (versions and dates: "7.4", "2024-05-01"), which the
+#: answering sections of versioned copies differ in.
+_VERSION_OR_DATE = re.compile(r"\d+(?:[./-]\d+)+")
+
+
+def answer_key(text: str) -> bytes:
+    """A digest of what an answering section says: equal for texts that differ only in versions,
+    dates, case and spacing (two hits answering in the same section are one result)."""
+    said = " ".join(_VERSION_OR_DATE.sub("0", text).lower().split())
+    return hashlib.blake2b(said.encode("utf-8", "surrogatepass"), digest_size=8).digest()

@@ -201,7 +201,7 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
             loaded = Loaded()
             plan, (ranked, feedback, files_matched), reading, groups = _rank_enough(run, parsed, plan, asking, limits, loaded)
             sections, gone, changed = loaded.sections, loaded.gone, loaded.changed
-            page = groups[asking.offset:wanted]
+            page = [_led_by_newest(group, sections, asking.query) for group in groups[asking.offset:wanted]]
             # Snippets highlight the user's own words; a file found only by feedback words is shown
             # with those. Each hit is the heading span of its section that holds them best.
             highlights = [plan.shown, [quote([w]) for w in feedback]]
@@ -218,19 +218,21 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
             ) from None
         database.drop_reader(asking.db_path)
         raise IndexUnavailableError(str(asking.db_path), f"search failed: {database.problem_of(exc, asking.db_path)}") from exc
-    results = [_result(group, sections, snippet_text, changed) for group in page]
+    answers, first_of = _one_per_answer(page, leaders, asking.query) if asking.collapse else (page, list(range(len(page))))
+    results = [_result(group, sections, snippet_text, changed) for group in answers]
     warnings = list(dict.fromkeys(parsed.warnings + ([case_hint] if case_hint else []) + _hidden_warnings(loaded)))
     kept = _within_reply_budget(results)
     if kept < len(results):
         warnings.append(f"{len(results) - kept} more results were left out to keep the reply under {MAX_REPLY_CHARS:,} characters")
     has_more = len(groups) > wanted or kept < len(results)
+    consumed = first_of[kept] if kept < len(results) else len(page)  # the page's groups the kept results stand for
     unreadable = {rowid for rowids in loaded.hidden.values() for rowid in rowids}
     outdated = [str(sections[rowid]["path"]) for rowid in sorted((gone - unreadable) | changed)]
     return {
         "query": asking.query[:MAX_QUERY_CHARS], "results": results[:kept],
         "files_matched": max(files_matched - len(gone), len(results) and asking.offset + len(results)),
         "indexing": False, "offset": asking.offset, "has_more": has_more,
-        "next_offset": asking.offset + kept if has_more else None,
+        "next_offset": asking.offset + consumed if has_more else None,
         "warnings": warnings, "query_read": reading, "suggestions": suggestions,
     }, outdated
 
@@ -239,6 +241,43 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
 _UNREADABLE_FOLDER = "folder: "
 #: A warning names at most this many of the folders that cannot be read.
 MAX_FOLDERS_NAMED = 3
+
+
+def _led_by_newest(group: list[tuple[int, float]], sections: dict[int, dict], query: str) -> list[tuple[int, float]]:
+    """``group`` led by its newest version (copies.newest_first) among the files a result shows,
+    which were checked on disk: "environment variables" answers from the 7.5 folder, with 5.1 and
+    7.4 in also_in, whatever ranked first; the leader keeps the group's score."""
+    shown = [(rowid, score) for rowid, score in group[:1 + MAX_ALSO_IN] if rowid in sections]
+    lead = copies.newest_first([str(sections[rowid]["path"]) for rowid, _ in shown], query)
+    if not lead:
+        return group
+    leader = (shown[lead][0], group[0][1])
+    return [leader, *(member for member in group if member[0] != leader[0])]
+
+
+def _one_per_answer(
+    page: list[list[tuple[int, float]]], leaders: dict[int, dict], query: str
+) -> tuple[list[list[tuple[int, float]]], list[int]]:
+    """The page's groups with those whose answering sections say the same (copies.answer_key: the
+    same text but for versions, dates and spacing) made one, in the place of the best-ranked, led
+    by the newest version among their leaders (copies.newest_first); and the place in ``page`` of
+    each one's first group. Versioned pages answer in one section alike while differing elsewhere."""
+    merged: dict[bytes, list[list[tuple[int, float]]]] = {}
+    first_of: list[int] = []
+    for place, group in enumerate(page):
+        key = copies.answer_key(str(leaders[group[0][0]]["body"])) if group[0][0] in leaders else bytes([place])
+        if key not in merged:
+            merged[key] = []
+            first_of.append(place)
+        merged[key].append(group)
+    answers = []
+    for groups in merged.values():
+        lead = copies.newest_first([str(leaders[group[0][0]]["path"]) for group in groups], query) if len(groups) > 1 else 0
+        best = groups[0][0][1]
+        leader = groups[lead]
+        members = [member for group in groups if group is not leader for member in group]
+        answers.append([(leader[0][0], best), *leader[1:], *members])
+    return answers, first_of
 
 
 def _hidden_warnings(loaded: Loaded) -> list[str]:

@@ -150,3 +150,34 @@ async def test_versions_fold_over_mcp(source: Path, tmp_path: Path) -> None:
         assert {folded["path"], *named} == {"5.1/about_gizmos.md", "7.4/about_gizmos.md", "7.5/about_gizmos.md"}
         for path in named:
             assert "Line 9 sets" in (await call(client, "get_document", {"path": path}))["text"]
+
+
+def test_newest_first_picks_the_newest_version_unless_the_query_names_one() -> None:
+    from copies import newest_first, version_in
+
+    assert [version_in(name) for name in ("7.4", "v2", "powershell-7.5", "2023", "docs", "a1")] == [(7, 4), (2,), (7, 5), (2023,), None, None]
+    versions = ["ref/5.1/about_X.md", "ref/7.4/about_X.md", "ref/7.5/about_X.md"]
+    assert newest_first(versions, "environment variables") == 2
+    assert newest_first(versions, "environment variables in 5.1") == 0
+    assert newest_first(["docs/v1.2.md", "docs/v1.10.md"], "x") == 1  # 1.10 after 1.2: numbers, not text
+    assert newest_first(["a/x.md", "b/x.md"], "x") == 0  # no versions: the best-ranked leads
+    assert newest_first(["7.4/a/x.md", "7.5/b/x.md"], "x") == 0  # two names differ: not versions of one page
+
+
+def test_versions_whose_answering_section_differs_only_in_version_numbers_are_one_result_led_by_the_newest(
+    source: Path, indexer: TextIndexer, config: ServerConfig
+) -> None:
+    for version, extra in (("5.1", "Windows PowerShell only: the registry provider."), ("7.4", "Cross-platform notes for Linux."),
+                           ("7.5", "New in this release: the zqnewqz feature and more.")):
+        other = "\n".join(f"Line {n} about {extra} in {version} number {n * 7}." for n in range(30))
+        write(source, f"ref/{version}/about_Environment_Variables.md",
+              f"# about_Environment_Variables\n\n## Short description\n\nEnvironment variables store data used by"
+              f" PowerShell {version}; see ?view=powershell-{version} for zqenvqz details.\n\n## Notes\n\n{other}\n")
+    indexer.scan()
+    reply = search(config.db_path, "zqenvqz environment variables", 10)
+    assert len(reply["results"]) == 1, reply["results"]
+    hit = reply["results"][0]
+    assert hit["path"] == "ref/7.5/about_Environment_Variables.md" and sorted(hit["also_in"]) == [
+        "ref/5.1/about_Environment_Variables.md", "ref/7.4/about_Environment_Variables.md"]
+    named = search(config.db_path, "zqenvqz environment variables 7.4", 10)["results"][0]
+    assert named["path"] == "ref/7.4/about_Environment_Variables.md"
