@@ -227,6 +227,8 @@ async def run_task(client, task: dict, corpus: Path) -> dict:
             break
         results = done["reply"].get("results") or []
         if page == 0:
+            out["distinct_snippets"] = len({hit.get("snippet") for hit in results})
+            out["repeated_pages"] = repeated_pages(results)
             if results:
                 first = results[0]
                 ok, why = lands(first, task, corpus, accepted)
@@ -345,6 +347,20 @@ def median(values: list) -> float | None:
     return round(statistics.median(values), 1) if values else None
 
 
+def repeated_pages(results: list[dict]) -> int:
+    """Hits of a page that repeat a page already shown above them: the same file name in another
+    folder (a version folder's copy), or a path already named in an earlier hit's also_in."""
+    seen: set[str] = set()
+    repeats = 0
+    for hit in results:
+        path = hit.get("path") or ""
+        name = path.rsplit("/", 1)[-1]
+        if name in seen or path in seen:
+            repeats += 1
+        seen.add(name)
+    return repeats
+
+
 def totals(rows: list[dict]) -> dict:
     kinds = sorted({row["kind"] for row in rows})
     first_text = [row["search_text_chars"][0] for row in rows if row["search_text_chars"]]
@@ -355,6 +371,8 @@ def totals(rows: list[dict]) -> dict:
         "tasks": len(rows),
         "first_hit_file": sum(row["first_hit_file"] for row in rows),
         "first_hit_answered": sum(row["first_hit_answered"] for row in rows),
+        "mean_distinct_snippets_top10": mean([row.get("distinct_snippets") for row in rows if row.get("distinct_snippets") is not None]),
+        "mean_repeated_pages_top10": mean([row.get("repeated_pages") for row in rows if row.get("repeated_pages") is not None]),
         "answered": sum(row["answered"] for row in rows),
         "failed": sum(not row["answered"] for row in rows),
         "mean_calls": round(statistics.fmean(row["calls"] for row in rows), 2) if rows else None,
@@ -405,7 +423,8 @@ def report(run: dict, tasks: list[dict]) -> None:
                 print(f"{'':<26}  read: {row['read']['path']} | {row['read']['heading']}")
     sums = {name: run["totals"][name] for name in names}
     print(f"\n{'totals':<36}" + "".join(f"{name:>16}" for name in names))
-    for key in ("tasks", "first_hit_file", "first_hit_answered", "answered", "failed", "mean_calls", "total_calls",
+    for key in ("tasks", "first_hit_file", "first_hit_answered", "mean_distinct_snippets_top10", "mean_repeated_pages_top10",
+                "answered", "failed", "mean_calls", "total_calls",
                 "mean_first_search_text_chars", "mean_first_search_struct_chars", "mean_search_text_chars",
                 "mean_search_struct_chars", "mean_doc_text_chars", "mean_doc_struct_chars", "total_text_chars",
                 "total_struct_chars", "median_search_ms", "median_doc_ms"):
