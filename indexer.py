@@ -369,14 +369,26 @@ class TextIndexer:
 
     def _scan(self, on_progress: Callable[[ScanProgress], None] | None) -> RefreshReply:
         self._refreshed_in_scan = set()
-        # The folder this scan reads: every file is read from it (reading_from), and nothing is
-        # committed once the source's path leads elsewhere (_check_source).
-        self._expected = {"": identity(os.stat(self.config.source_directory))}
         try:
+            self._expected = {"": self._folder_to_read()}
             with reading_from(self._expected[""]):
                 return self._scan_steps(on_progress)
         finally:
             self._refreshed_in_scan = None
+
+    def _folder_to_read(self) -> str:
+        """The identity of the folder this scan reads: every file is read from it (reading_from),
+        and nothing is committed once the source's path leads elsewhere (_check_source). It is the
+        folder the server was started on: one put in its place while the server runs (renamed away
+        and replaced by a link or another folder) is never read, however alike the two look."""
+        now = identity(os.stat(self.config.source_directory))
+        started_on = self.config.source.identity
+        if started_on is not None and now != started_on:
+            raise SourceUnavailableError(
+                str(self.config.source_directory), "it is not the folder this server was started on (replaced, or a link put in"
+                " its place?); nothing was read from it: restart the server to index the folder there now",
+            )
+        return now
 
     def _scan_steps(self, on_progress: Callable[[ScanProgress], None] | None) -> RefreshReply:
         self.openings_seen = self.writer.openings

@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
@@ -56,6 +57,16 @@ async def test_a_source_swapped_for_a_link_is_not_read_by_any_tool(tmp_path: Pat
         assert any("1 matching file was left out" in w and REPLACED in w for w in found["warnings"]), found
         listed = await call(client, "search", {"query": "diary"})
         assert listed["results"] == []
+        # A rescan (the watcher's, or one asked for) reads nothing from the folder put in its place,
+        # though it holds a file of an indexed name.
+        await anyio.sleep(0.5)
+        rescan = await call(client, "refresh_index")
+        assert not rescan["success"] and "not the folder this server was started on" in rescan["errors"][0], rescan
+        for word in ("private", "secret"):
+            assert (await call(client, "search", {"query": word}))["results"] == []
+        status = await call(client, "get_index_status")
+        assert status["state"] == "error" and "not the folder this server was started on" in status["last_error"], status
+        assert (await client.call_tool("get_document", {"path": "diary.md"})).is_error
 
 
 async def test_with_several_sources_only_the_swapped_one_is_refused_and_named(tmp_path: Path) -> None:
