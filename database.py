@@ -68,6 +68,22 @@ _CJK_PAIR = re.compile(f"(?<=[{_CJK}])(?=[^\\W_])|(?<=[^\\W_])(?=[{_CJK}])")
 CJK_WORD = re.compile(f"[{_CJK}]")
 
 
+#: SQLite's integers are 64-bit and signed.
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def storable(number: int, wrap: bool = False) -> int:
+    """A file's time in nanoseconds (or with ``wrap``, its inode number) as SQLite holds it:
+    64-bit, signed. A time past the year 2262 is stored as the last one SQLite holds; an inode
+    past 2**63 (some network file systems) as its two's complement, still one value per file."""
+    low, high = _INT64
+    if low <= number <= high:
+        return number
+    if wrap and 0 <= number < 1 << 64:
+        return number - (1 << 64)
+    return max(low, min(high, number))
+
+
 def fts_text(text: str) -> str:
     """``text`` as FTS5 is given it (see CJK_SEPARATOR)."""
     # Most text is ASCII, or holds no CJK character at all: a search for one is ~6x cheaper than the substitution.
@@ -862,7 +878,7 @@ class IndexWriter:
         if file_id is not None:
             self._delete_sections(file_id)
         values = (
-            loaded.path, loaded.mtime_ns, loaded.size, loaded.inode, loaded.ctime_ns, loaded.content_hash,
+            loaded.path, storable(loaded.mtime_ns), loaded.size, storable(loaded.inode, wrap=True), storable(loaded.ctime_ns), loaded.content_hash,
             loaded.read_at_ns, loaded.encoding, int(loaded.fallback_decoded), loaded.title, len(loaded.sections), loaded.sketch,
             json.dumps(loaded.tags, ensure_ascii=False) if loaded.tags else "",
         )
@@ -921,7 +937,7 @@ class IndexWriter:
         self._signatures = None
         self.conn.execute(
             "UPDATE files SET indexed_at_ns = ?, mtime_ns = ?, inode = ?, ctime_ns = ? WHERE id = ?",
-            (indexed_at_ns, mtime_ns, inode, ctime_ns, file_id),
+            (indexed_at_ns, storable(mtime_ns), storable(inode, wrap=True), storable(ctime_ns), file_id),
         )
 
     def replace_skipped(self, skipped: Iterable[tuple[str, str, str, str | None]]) -> None:

@@ -272,3 +272,20 @@ def test_source_directory_gone_for_a_while_does_not_stop_rescans(tmp_path: Path)
         else:
             raise AssertionError(f"the rescan loop stopped: b.md never indexed; stderr: {server.stderr[-2000:]}")
         assert server.close() == 0
+
+
+def test_a_file_dated_past_2262_is_indexed_and_stops_nothing(source: Path, tmp_path: Path) -> None:
+    """Its time in nanoseconds is past what SQLite's integers hold: stored as the last one they do."""
+    import sys
+
+    from tests.conftest import MAIN_PY, write
+
+    write(source, "a.md", "# A\n\nkiwi normal\n")
+    future = write(source, "b.md", "# B\n\nkiwi future\n")
+    os.utime(future, ns=(10**19, 10**19))  # the year 2286
+    idx = ["--source", str(source), "--index-dir", str(tmp_path / "idx")]
+    done = subprocess.run([sys.executable, str(MAIN_PY), "index", *idx], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "indexed 2 files" in done.stderr, done.stderr
+    found = subprocess.run([sys.executable, str(MAIN_PY), "search", "kiwi", "--json", *idx], capture_output=True, text=True, timeout=120)
+    hits = {hit["path"]: hit["last_modified"] for hit in json.loads(found.stdout)["results"]}
+    assert hits["b.md"].startswith("2262-04-11") and set(hits) == {"a.md", "b.md"}, hits
