@@ -9,8 +9,8 @@ top of site-packages, and another distribution's ``config`` or ``search`` there 
 ours nor be shadowed for anyone else.
 """
 
-from __future__ import annotations
-
+# No "from __future__ import ...": under `python -m` it would be imported from the working
+# directory before the path is mended below.
 import os
 import sys
 
@@ -37,6 +37,7 @@ def _leave_the_working_directory_out() -> None:
 
 def run() -> int:
     """The console scripts' entry point (and ``python -m docsearch_mcp``'s)."""
+    _leave_the_working_directory_out()
     _own_modules_first()
     import main
 

@@ -16,7 +16,7 @@ from tests.conftest import PROJECT_DIR
 
 #: Names an attacker plants in the folder an MCP client starts the server in: ours, and the
 #: standard library's that our modules import after start.
-PLANTED = ("config", "database", "search", "main", "models", "json", "hashlib", "sqlite3", "pickle", "zlib")
+PLANTED = ("config", "database", "search", "main", "models", "json", "hashlib", "sqlite3", "pickle", "zlib", "__future__", "argparse", "heapq")
 
 
 @pytest.fixture
