@@ -671,7 +671,7 @@ def _within_reply_budget(results: list[SearchHit]) -> int:
     used = 0
     for count, hit in enumerate(results):
         used += sum(len(hit[key]) for key in ("path", "title", "heading", "snippet")) + 200  # 200: keys, numbers, date
-        used += sum(len(tag) + 3 for tag in hit.get("tags", ()))
+        used += sum(len(tag) + 3 for tag in hit.get("tags", ())) + sum(len(path) + 3 for path in hit.get("also_in", ()))
         if used > MAX_REPLY_CHARS and count:
             return count
     return len(results)

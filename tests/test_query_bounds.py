@@ -362,3 +362,17 @@ def test_a_damaged_section_is_reported_and_the_next_scan_rebuilds_the_index(conf
     assert indexer.scan()["success"]
     assert indexer.writer.recovered_from is not None
     assert len(search(config.db_path, "zqsharedqz", 10)["results"]) == 5
+
+
+def test_copies_named_in_also_in_count_toward_the_reply_budget(config: ServerConfig, indexer: TextIndexer, source: Path) -> None:
+    """Thirty texts, each copied into six long, different folder trees: also_in names five paths of
+    over a thousand characters for every hit."""
+    trees = ["/".join([f"{letter * 240}{depth}" for depth in range(5)]) for letter in "abcdef"]
+    for n in range(30):
+        for tree in trees:
+            write(source, f"{tree}/doc{n}.md", f"# Doc {n}\n\nkiwi text number {n} " + f"word{n} " * 20 + "\n")
+    indexer.scan()
+    reply = search(config.db_path, "kiwi", 100)
+    assert all(len(hit["also_in"]) == 5 for hit in reply["results"])
+    assert len(json.dumps(reply)) < MAX_REPLY_CHARS * 1.2, len(json.dumps(reply))
+    assert any("more results were left out" in text for text in reply["warnings"]), reply["warnings"]
