@@ -1783,16 +1783,18 @@ def meta_values(conn: sqlite3.Connection) -> dict[str, str]:
     return dict(conn.execute("SELECT key, value FROM meta").fetchall())
 
 
-def recorded_folder(conn: sqlite3.Connection, prefix: str = "") -> str | None:
-    """The identity (models.identity) of the folder a source's index was made from, as its last
-    scan recorded it (its ``mounts``' entry for the source itself); None before any scan."""
+def recorded_folders(conn: sqlite3.Connection, prefix: str = "") -> dict[str, str]:
+    """The identities (models.identity) of the folders a source's index was made from, as its last
+    scan recorded them: "" for the source itself, "a/b/" for each mount point in it; none before
+    any scan."""
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (prefix + "mounts",)).fetchone()
     try:
         recorded = json.loads(row[0]) if row else None
     except (ValueError, RecursionError):
-        return None
-    found = recorded.get("") if isinstance(recorded, dict) else None
-    return found if isinstance(found, str) else None
+        return {}
+    if not isinstance(recorded, dict):
+        return {}
+    return {folder: found for folder, found in recorded.items() if isinstance(folder, str) and isinstance(found, str)}
 
 
 def skipped_files(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:

@@ -24,7 +24,7 @@ from indexer import file_filter
 from models import DocumentReply, OutlineEntry, ServerConfig, modified_time
 from sections import Content, file_content
 from snippets import visible_text
-from sources import indexed_folder
+from sources import indexed_folders
 
 #: get_document returns at most this many characters at once, and lists at most
 #: MAX_OUTLINE_HEADINGS headings of a file.
@@ -92,7 +92,8 @@ def read_document(config: ServerConfig, user_path: str) -> Document:
     refresh_index (UnsafePathError), then the walk's (ArgumentError naming why not)."""
     root = config.source_directory
     rel = resolve_user_path(root, user_path, config.index_output_directory)
-    with reading_from(indexed_folder(config, config.source)):
+    folders = indexed_folders(config, config.source)
+    with reading_from(folders.get(""), folders):
         return _read_checked(config, rel)
 
 

@@ -23,7 +23,7 @@ import re
 import stat
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
@@ -140,23 +140,47 @@ class _Folder(NamedTuple):
 
 #: The identity the source folder must have wherever this thread opens it (see reading_from).
 _EXPECTED_SOURCE: contextvars.ContextVar[str | None] = contextvars.ContextVar("expected_source", default=None)
+#: The mount points in it the index recorded ("a/b/" -> identity), checked likewise for what is below them.
+_EXPECTED_MOUNTS: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar("expected_mounts", default={})
 #: Why a source folder that is not the one expected is not read.
 NOT_THE_INDEXED_FOLDER = "it is not the folder the index was made from (replaced or unmounted?); nothing was read from it"
 
 
 @contextlib.contextmanager
-def reading_from(expected: str | None) -> Iterator[None]:
+def reading_from(expected: str | None, mounts: Mapping[str, str] | None = None) -> Iterator[None]:
     """Within the block, this thread reads below a source folder only if it is the folder of
     identity ``expected``: every opening of the source (open_in_source, lstat_in_source, the walk,
     disk_signatures, the ignore rules) checks the descriptor it opened and raises
     SourceUnavailableError if it is another folder (the source renamed away and a link or another
     folder put in its place, a drive unmounted). The check is on the descriptor that is then used,
-    so nothing swapped in between is read. None: not checked."""
+    so nothing swapped in between is read. None: not checked. ``mounts``: the mount points in the
+    source the index recorded ("a/b/" -> identity); opening what is below one first checks that
+    it is still that file system (a drive unmounted, or another mounted over it, is not read)."""
     token = _EXPECTED_SOURCE.set(expected)
+    mounted = _EXPECTED_MOUNTS.set({folder: found for folder, found in (mounts or {}).items() if folder})
     try:
         yield
     finally:
+        _EXPECTED_MOUNTS.reset(mounted)
         _EXPECTED_SOURCE.reset(token)
+
+
+def _check_mounts(root_fd: int, rel: str) -> None:
+    """Raise SourceUnavailableError if a mount point the index recorded on the way to ``rel``
+    (reading_from's ``mounts``) is no longer that file system."""
+    for folder, expected in _EXPECTED_MOUNTS.get().items():
+        if not (rel + "/").startswith(folder):
+            continue
+        try:
+            fd = _open_beneath(root_fd, folder.rstrip("/"), _PATH_FLAGS)
+        except OSError:
+            raise SourceUnavailableError(folder, NOT_THE_INDEXED_FOLDER, "the mount point") from None
+        try:
+            same = identity(os.fstat(fd)) == expected
+        finally:
+            os.close(fd)
+        if not same:
+            raise SourceUnavailableError(folder, NOT_THE_INDEXED_FOLDER, "the mount point")
 
 
 def expected_source() -> str | None:
@@ -550,6 +574,11 @@ def disk_signatures(root: Path, rels: Iterable[str]) -> dict[str, Signature | No
     try:
         for folder, in_folder in by_folder.items():
             try:
+                _check_mounts(root_fd, folder)
+            except SourceUnavailableError:
+                found.update((rel, UNREADABLE) for rel in in_folder)
+                continue
+            try:
                 fd = _open_beneath(root_fd, folder or ".", _PATH_FLAGS)
             except OSError as exc:
                 if exc.errno in _GONE_ERRNOS or exc.errno in _LINKED_ERRNOS:
@@ -727,6 +756,7 @@ def open_in_source(root: Path | str, rel: str, flags: int) -> int:
     """
     root_fd = _open_source(root, _PATH_FLAGS & ~os.O_NOFOLLOW)
     try:
+        _check_mounts(root_fd, rel)
         return _open_beneath(root_fd, rel, flags)
     finally:
         os.close(root_fd)

@@ -507,18 +507,23 @@ class TextIndexer:
         deleted, so nothing more is written. Called before each commit."""
         changed = self._changed_folder(self._expected)
         if changed is not None:
-            raise SourceUnavailableError(
-                str(changed), "it was replaced or unmounted during the scan; what was not yet written is left as it was"
-            )
+            raise self._unavailable(changed, "it was replaced or unmounted during the scan; what was not yet written is left as it was")
 
-    def _changed_folder(self, identities: Mapping[str, str], holding: str = "") -> Path | None:
-        """The first of the source's folders in ``identities`` (path -> identity) that holds
-        ``holding`` and is no longer that folder, or None."""
+    def _changed_folder(self, identities: Mapping[str, str], holding: str = "") -> str | None:
+        """The first of the source's folders in ``identities`` (its path in the source, "" for the
+        source itself -> identity) that holds ``holding`` and is no longer that folder, or None."""
         root = self.config.source_directory
         return next(
-            (root / folder for folder, was in identities.items() if holding.startswith(folder) and _identity_of(root / folder) != was),
+            (folder for folder, was in identities.items() if holding.startswith(folder) and _identity_of(root / folder) != was),
             None,
         )
+
+    def _unavailable(self, folder: str, reason: str) -> SourceUnavailableError:
+        """The error for the source, or a folder in it (named by its path in the source, never its
+        absolute one), that is no longer the one indexed."""
+        if not folder:
+            return SourceUnavailableError(str(self.config.source_directory), reason)
+        return SourceUnavailableError(folder, reason, "the mount point")
 
     def _record_progress(self) -> None:
         progress = self.progress
@@ -620,7 +625,8 @@ class TextIndexer:
                 self._refreshed_in_scan.update(rels)
             for rel in rels:
                 self._check_recorded_folders(rel)
-            with reading_from(self._indexed_folder()):
+            folders = self._indexed_folders()
+            with reading_from(folders.get(""), folders):
                 loaded = [self._read_now(rel) for rel in rels]
             try:
                 with self.writer.transaction():
@@ -688,21 +694,22 @@ class TextIndexer:
         except FileSkipped as skipped:
             return skipped
 
-    def _indexed_folder(self) -> str | None:
-        """The identity of the folder the index was made from: as its last scan recorded it, else
-        as the source was when the server started."""
-        recorded = json.loads(self.writer.meta().get("mounts") or "{}").get("")
-        return recorded or self.config.source.identity
+    def _indexed_folders(self) -> dict[str, str]:
+        """The identities of the folders the index was made from ("" for the source, "a/b/" for a
+        mount point in it): as its last scan recorded them, the source's else as it was when the
+        server started."""
+        recorded: dict[str, str] = json.loads(self.writer.meta().get("mounts") or "{}")
+        if "" not in recorded and self.config.source.identity is not None:
+            recorded[""] = self.config.source.identity
+        return recorded
 
     def _check_recorded_folders(self, rel: str) -> None:
         """Refuse a one-file refresh under the source, or a mount point in it, that is no longer the
         folder the last scan recorded: the file may be missing only because a drive is unmounted."""
         changed = self._changed_folder(json.loads(self.writer.meta().get("mounts") or "{}"), rel)
         if changed is not None:
-            raise SourceUnavailableError(
-                str(changed), "it is not the folder the index was made from (replaced or unmounted?); nothing was"
-                " changed: refresh everything to check it",
-            )
+            raise self._unavailable(changed, "it is not the folder the index was made from (replaced or unmounted?); nothing was"
+                                    " changed: refresh everything to check it")
 
     def _write_refreshed(self, rel: str, loaded: LoadedFile | FileSkipped | None) -> RefreshReply:
         current = self.writer.stored_file(rel)

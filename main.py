@@ -249,7 +249,7 @@ def cmd_index(config: ServerConfig, args: argparse.Namespace) -> int:
     try:
         writer = IndexWriter(config.db_path, on_wait=waiting)
     except Exception as exc:  # noqa: BLE001 - any failure to open is reported the same way
-        print(printable(f"{PROG}: cannot open the index {config.db_path}: {exc}"), file=sys.stderr)
+        print(printable(f"{PROG}: cannot open the index {config.db_path}: {database.problem_of(exc, config.db_path)}"), file=sys.stderr)
         return 1
     for number in STOP_SIGNALS:  # stop where the scan is (a transaction rolls back), then close
         signal.signal(number, _interrupt)

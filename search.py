@@ -47,7 +47,7 @@ from query import (
     rarest_words,
 )
 from snippets import answering_spans, section_hit, section_snippets, showable
-from sources import indexed_folder
+from sources import indexed_folders
 
 MAX_LIMIT = 100
 #: A safety net under the query's bounds (query.py): SQLite is stopped after this long and the
@@ -157,7 +157,8 @@ class Freshness:
         if source is None:
             return disk_signatures(root, rels)
         try:
-            with reading_from(indexed_folder(self.config, source)):  # type: ignore[arg-type]
+            folders = indexed_folders(self.config, source)  # type: ignore[arg-type]
+            with reading_from(folders.get(""), folders):
                 return disk_signatures(root, rels)
         except SourceUnavailableError as exc:
             named = f"source {source.name!r}" if self.config.several else "the source"  # type: ignore[union-attr]

@@ -75,14 +75,17 @@ def source_of(config: ServerConfig, collection: str | None, user_path: str) -> t
     return config.for_source(config.sources[0]), user_path
 
 
-def indexed_folder(config: ServerConfig, source: Source) -> str | None:
-    """The identity of the folder ``source``'s index was made from, as its last scan recorded it,
-    else as the folder was when the server started: what a reply may read (file_utils.reading_from)."""
+def indexed_folders(config: ServerConfig, source: Source) -> dict[str, str]:
+    """The identities of the folders ``source``'s index was made from, as its last scan recorded
+    them ("" for the source itself, "a/b/" for a mount point in it), the source's else as it was
+    when the server started: what a reply may read (file_utils.reading_from)."""
     try:
-        recorded = database.recorded_folder(database.reader(config.db_path), config.key_prefix(source.name))
+        recorded = database.recorded_folders(database.reader(config.db_path), config.key_prefix(source.name))
     except (IndexUnavailableError, sqlite3.Error):
-        recorded = None
-    return recorded or source.identity
+        recorded = {}
+    if "" not in recorded and source.identity is not None:
+        recorded[""] = source.identity
+    return recorded
 
 
 def _relative(user_path: str) -> str | None:

@@ -110,3 +110,31 @@ async def test_a_source_that_cannot_be_read_is_named_in_search_warnings(tmp_path
         finally:
             os.chmod(notes, 0o755)
             os.chmod(notes / "sub", 0o755)
+
+
+async def test_a_mount_point_in_the_source_mounted_over_is_not_read(tmp_path: Path) -> None:
+    from tests.reliability_helpers import rel_mount_tmpfs, rel_umount
+
+    notes = tmp_path / "notes"
+    write(notes, "top.md", "# Top\n\nA kiwi at the top.\n")
+    mount = notes / "mnt"
+    if not rel_mount_tmpfs(mount, "1m"):
+        pytest.skip("needs root and tmpfs mounts")
+    try:
+        write(mount, "m.md", "# M\n\nA kiwi on the drive.\n")
+        async with Client(server_params(notes, tmp_path / "idx", "--scan-interval", "0")) as client:
+            await idle(client, 2)
+            assert rel_mount_tmpfs(mount, "1m")  # another file system mounted over it
+            write(mount, "secret.md", "# S\n\nA secret kiwi.\n")
+            write(mount, "m.md", "# M\n\nA secret kiwi too.\n")
+            for path in ("mnt/secret.md", "mnt/m.md"):
+                refused = await client.call_tool("get_document", {"path": path})
+                assert refused.is_error and "secret" not in refused.content[0].text, refused.content[0].text
+                assert str(tmp_path) not in refused.content[0].text
+            found = await call(client, "search", {"query": "kiwi"})
+            assert [hit["path"] for hit in found["results"]] == ["top.md"], found
+            assert any("left out" in warning and "mnt/" in warning for warning in found["warnings"]), found
+            rel_umount(mount)
+    finally:
+        rel_umount(mount)
+        rel_umount(mount)
