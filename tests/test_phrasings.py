@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 
 from exceptions import ArgumentError
-from phrasings import MAX_ALTERNATIVES, RANK_OFFSET, _fused, alternatives_given
+from phrasings import AGREEMENT, MAX_ALTERNATIVES, RANK_OFFSET, _fused, alternatives_given
 from tests.conftest import MAIN_PY, write
 from tests.mcp_client import call, server_params, wait_for
 
@@ -40,8 +40,8 @@ def test_fusion_ranks_what_phrasings_agree_on_first_and_shows_each_answer_once()
     second = reply(hit("b-copy.md", "b.md"), hit("d.md"))
     fused = _fused([(1.0, first), (1.0, second)], 0, 10, [])
     paths = [found["path"] for found in fused["results"]]
-    assert paths == ["b-copy.md", "a.md", "d.md", "c.md"]  # b: 1/62 + 1/61, shown as its best place shows it; a 1/61; d 1/62; c 1/63
-    assert fused["results"][0]["score"] == pytest.approx(1 / (RANK_OFFSET + 2) + 1 / (RANK_OFFSET + 1))
+    assert paths == ["b-copy.md", "a.md", "d.md", "c.md"]  # b in both lists, shown as its best place shows it
+    assert fused["results"][0]["score"] == pytest.approx((1 / (RANK_OFFSET + 2) + 1 / (RANK_OFFSET + 1)) * 2 ** AGREEMENT)
     assert fused["results"][0]["also_in"] == ["b.md"]  # the copy is named, not a result of its own
     page = _fused([(1.0, first), (1.0, second)], 1, 2, [])
     assert [found["path"] for found in page["results"]] == ["a.md", "d.md"] and page["has_more"] and page["next_offset"] == 3
