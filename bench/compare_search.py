@@ -118,10 +118,10 @@ async def measure_mcp(codes: dict[str, Path], corpus: Path, work: Path, queries:
 
     async with AsyncExitStack() as stack:
         clients = {}
-        for number, (name, code) in enumerate(codes.items()):
+        for name, code in codes.items():
             params = StdioServerParameters(
-                command=sys.executable, cwd=str(work / f"code{number}"),
-                args=[str(code / "main.py"), "serve", "--source", str(corpus), "--index-dir", str(work / f"code{number}"),
+                command=sys.executable, cwd=str(work / code.name),
+                args=[str(code / "main.py"), "serve", "--source", str(corpus), "--index-dir", str(work / code.name),
                       "--scan-interval", "0"],
             )
             clients[name] = await stack.enter_async_context(Client(params))
@@ -193,8 +193,10 @@ def main() -> None:
     codes = {str(code.resolve()): code.resolve() for code in [*args.code, REPO]}
     load_start = os.getloadavg()
     dbs = {}
-    for number, (name, code) in enumerate(codes.items()):
-        folder = args.work / f"code{number}"
+    if len({code.name for code in codes.values()}) < len(codes):
+        parser.error("each checkout's folder needs a name of its own (its index goes to --work/<that name>)")
+    for name, code in codes.items():
+        folder = args.work / code.name
         folder.mkdir(parents=True, exist_ok=True)
         dbs[name] = build_index(code, corpus, folder)
     floor_db = args.work / "floor.sqlite3"
