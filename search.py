@@ -748,13 +748,12 @@ def feedback_words(conn: sqlite3.Connection, top: list[tuple[int, float]], parse
         return []
     files_with: Counter[str] = Counter()
     for section in database.load_sections(conn, [rowid for rowid, _ in top]).values():
-        words = (w.lower() for w in _words(section["body"]))
-        # dict.fromkeys: each word once per file, in reading order, so ties break the same way every run.
-        files_with.update(dict.fromkeys(
-            w for w in words if len(w) >= FEEDBACK_MIN_CHARS and not w.isdigit() and w not in STOPWORDS
-        ).keys())
-    candidates = [w for w, n in files_with.most_common() if n >= FEEDBACK_MIN_FILES]
-    candidates = [w for w, read in zip(candidates, database.query_words(candidates)) if read == [w]][:FEEDBACK_CANDIDATES]
+        # dict.fromkeys: each word once per file, in reading order, so ties break the same way every run;
+        # the words as written first (a C loop over the text), then each distinct one lowered and tested.
+        written = dict.fromkeys(_WORD.findall(section["body"]))
+        lowered = dict.fromkeys(w.lower() for w in written if len(w) <= MAX_TERM_CHARS)
+        files_with.update(w for w in lowered if len(w) >= FEEDBACK_MIN_CHARS and not w.isdigit() and w not in STOPWORDS)
+    candidates = _read_as_written([w for w, n in files_with.most_common() if n >= FEEDBACK_MIN_FILES], FEEDBACK_CANDIDATES)
     if not candidates:
         return []
     known = set(database.stems([w for t in parsed.terms + parsed.phrases + parsed.excluded for w in t]))
@@ -773,6 +772,18 @@ def feedback_words(conn: sqlite3.Connection, top: list[tuple[int, float]], parse
         offers[stem] = (r * weight, word)
     best = sorted(offers.values(), key=lambda offer: -offer[0])
     return [word for offer, word in best if offer > 0][:FEEDBACK_WORDS]
+
+
+def _read_as_written(words: list[str], most: int) -> list[str]:
+    """The first ``most`` of ``words`` that FTS5 reads as one word of the same spelling
+    (database.query_words), asked of FTS5 a few at a time: only as many as it takes."""
+    found: list[str] = []
+    for start in range(0, len(words), 2 * most):
+        chunk = words[start:start + 2 * most]
+        found += [w for w, read in zip(chunk, database.query_words(chunk)) if read == [w]]
+        if len(found) >= most:
+            break
+    return found[:most]
 
 
 def with_collections(reply: SearchReply, config: ServerConfig) -> SearchReply:
@@ -795,7 +806,7 @@ def _with_collection(hit: SearchHit, config: ServerConfig) -> SearchHit:
 
 
 def _words(text: str) -> list[str]:
-    """Words by Python's notion of a letter: a quick first pass over section text (feedback_words)."""
+    """Words by Python's notion of a letter: a quick first pass over section text (_spelling)."""
     return [w for w in _WORD.findall(text) if len(w) <= MAX_TERM_CHARS]
 
 
