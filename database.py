@@ -1444,26 +1444,32 @@ def best_section_per_file(
     """The best-ranked section of each of the top ``limit`` files in ``span``: [(section rowid, bm25)],
     best first.
 
-    bm25() is negative, lower is better. First the best ``limit * CANDIDATE_SECTIONS_PER_FILE``
-    sections are ranked (a bounded sort, no temporary table): a file's best section ranks above its
-    others, so the first ``limit`` distinct files met in that order are exactly the answer. Only when
-    those candidates hold fewer files (a few files with very many matching sections) is every
-    matching section grouped by file.
+    bm25() is negative, lower is better. The matching sections are sorted (no temporary table)
+    and read in that order only until ``limit`` distinct files are met: a file's best section ranks
+    above its others, so those are exactly the answer, and the rows after them never reach Python
+    (a bounded sort of a fixed number of candidates cost more than the whole sort). Only when the
+    first ``limit * CANDIDATE_SECTIONS_PER_FILE`` sections hold fewer files (a few files with very
+    many matching sections) is every matching section grouped by file instead.
     """
     candidates = limit * CANDIDATE_SECTIONS_PER_FILE
     condition, values = _scoped(scope, span)
     ranked = conn.execute(
         f"SELECT rowid, bm25(sections_fts, ?, ?, ?) AS score FROM sections_fts WHERE sections_fts MATCH ?{condition}"
-        " ORDER BY score, rowid LIMIT ?",
-        (*weights, match, *values, candidates),
-    ).fetchall()
+        " ORDER BY score, rowid",
+        (*weights, match, *values),
+    )
     best: dict[int, tuple[int, float]] = {}
-    for rowid, score in ranked:
-        best.setdefault(rowid >> SECTION_BITS, (rowid, score))
-        if len(best) == limit:
-            return list(best.values())
-    if len(ranked) < candidates:
-        return list(best.values())  # every matching section was seen
+    try:
+        for seen, (rowid, score) in enumerate(ranked, 1):
+            best.setdefault(rowid >> SECTION_BITS, (rowid, score))
+            if len(best) == limit:
+                return list(best.values())
+            if seen == candidates:
+                break
+        else:
+            return list(best.values())  # every matching section was seen
+    finally:
+        ranked.close()
     return [(rowid, score) for rowid, score, _ in best_section_of_every_file(conn, match, weights, limit, span, scope)]
 
 
