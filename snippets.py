@@ -151,9 +151,17 @@ def _file_rows(conn: sqlite3.Connection, rowid: int) -> list[tuple[int, int, str
     """The sections around ``rowid`` in its file, as a reply may show them (see heading_spans)."""
     rows = database.file_sections(conn, rowid, MAX_FILE_SECTIONS // 2, MAX_FILE_SECTIONS)
     return [
-        (start, end, visible_text(body), [(line, level, visible_text(name)) for line, level, name in outline])
+        (start, end, visible_text(body), _visible_outline(outline))
         for start, end, body, outline in rows
     ]
+
+
+def _visible_outline(outline: list[list]) -> list[tuple[int, int, str]]:
+    """A stored outline with its names as a reply may show them (visible_text): looked for in all
+    the names at once, since nearly every outline has nothing to replace."""
+    if not _HAS_UNSHOWABLE.search("".join(name for _, _, name in outline)):
+        return [(line, level, name) for line, level, name in outline]
+    return [(line, level, visible_text(name)) for line, level, name in outline]
 
 
 def _with_ellipses(text: str, window: tuple[int, int], length: int) -> str:
