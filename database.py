@@ -1146,6 +1146,7 @@ def reader(db_path: Path) -> sqlite3.Connection:
         conn.execute(f'CREATE VIRTUAL TABLE IF NOT EXISTS temp.span_fts USING fts5(title, heading, body, content="", tokenize="{TOKENIZER}")')
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS question_hits (id INTEGER PRIMARY KEY, score REAL NOT NULL)")
         conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sections_vocab USING fts5vocab(main, sections_fts, row)")
+        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sections_positions USING fts5vocab(main, sections_fts, instance)")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.Error as exc:
         raise IndexUnavailableError(str(db_path), f"cannot open: {exc}") from None
@@ -1304,6 +1305,18 @@ def estimated_rows_each(conn: sqlite3.Connection, matches: Sequence[str], sample
         for match in matches
     ]
     return [count * top // sampled for count in counts]
+
+
+def positions_per_section(conn: sqlite3.Connection, stems_: Sequence[str], most: int) -> list[float]:
+    """For each of ``stems_``, its positions per section holding it among its first ``most``
+    positions in the index (0 if it holds none): FTS5 reads only the start of its doclist."""
+    found = []
+    for stem in stems_:
+        positions, sections = conn.execute(
+            "SELECT count(*), count(DISTINCT doc) FROM (SELECT doc FROM temp.sections_positions WHERE term = ? LIMIT ?)", (stem, most)
+        ).fetchone()
+        found.append(positions / sections if sections else 0.0)
+    return found
 
 
 def _top_file_id(conn: sqlite3.Connection) -> int:

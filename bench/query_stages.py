@@ -29,7 +29,7 @@ import snippets  # noqa: E402
 STAGES: dict[ModuleType, tuple[str, ...]] = {
     # answering_spans and section_snippets as search.py imported them (the names it calls)
     search: (
-        "_rank_enough", "rank_in_time", "_first_groups", "_outdated", "names_first", "with_weighed_words", "plan_within_bounds",
+        "_rank_enough", "rank", "_first_groups", "_outdated", "names_first", "with_weighed_words", "plan_within_bounds",
         "answering_spans", "section_snippets", "feedback_words", "_sections_holding", "_result", "section_hit", "suggest",
     ),
     snippets: ("heading_spans", "_file_rows", "_span_scores"),
