@@ -47,9 +47,10 @@ MAX_AND_TERMS = 3
 MAX_REPEATS = 2
 #: bm25 scores each section a question matches once per OR-ed part, and reads every position of
 #: its words there: a question costs about the sections it matches times its parts, plus its words'
-#: positions in them over POSITIONS_PER_PART (on the realistic corpus a word costs 2-3 us a section
-#: however dense, up to ~20 positions a section; a corpus of 40 words in 30 KB sections, ~125
-#: positions of each word a section, took ~4 s for 64 words in 3,000 sections). Every question is
+#: positions in them over POSITIONS_PER_PART (on the realistic corpus a word costs 2-3 us a section,
+#: ~1 us a section and part in a question, however dense up to ~20 positions a section; a corpus of
+#: 40 words in 30 KB sections, ~125 positions of each word a section, took 3.9 s for 64 words in
+#: 3,000 sections: ~0.14 us a position). Every question is
 #: estimated before it runs, from the index alone (sections among the first QUESTION_SAMPLE_FILES
 #: files, positions among each word's first POSITIONS_SAMPLE), so what it ranks never depends on the
 #: machine's load; past QUESTION_MAX_COST, a repeated word counts once, then its costliest words are
@@ -57,7 +58,7 @@ MAX_REPEATS = 2
 #: them little or no weight (none past half of them).
 QUESTION_MAX_COST = 1_000_000
 QUESTION_SAMPLE_FILES = 2000
-POSITIONS_PER_PART = 20
+POSITIONS_PER_PART = 10
 POSITIONS_SAMPLE = 500
 #: A phrase costs about the sections holding all of its words times its words: FTS5 reads each
 #: word's positions there to check their order. Past PHRASE_MAX_COST (over all phrases, compounds
