@@ -1,7 +1,7 @@
 """Search latency of several checkouts on one corpus, alternated with the floor in one run.
 
     python bench/compare_search.py --corpus DIR --code OLD_CHECKOUT [--code ...] [--repeat N]
-        [--mcp-repeat N] [--no-mcp] [--work DIR] [--json OUT]
+        [--mcp-repeat N] [--no-mcp] [--busy] [--work DIR] [--json OUT]
 
 Each checkout (a git worktree of any commit: ``git worktree add /tmp/ab-<sha> <sha>``; this tree is
 always measured too, last) builds its own index of DIR with its own ``main.py index`` (the index
@@ -10,7 +10,8 @@ turn so that a change in the machine's load hits all alike: the floor (bench/flo
 bm25 with ``snippet()`` on a plain FTS5 table of DIR), each checkout's own ``search.search()`` in a
 child process of its own (timed there), and each checkout's MCP server over stdio (``main.py serve
 --scan-interval 0``, timed from here). Prints each p50 and p99, each checkout's p50 against the
-floor's and this tree's against each other checkout's, and the load.
+floor's and this tree's against each other checkout's, and the load. ``--busy`` keeps one core busy
+with a spinning process while the queries run (what a user's machine looks like).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ REPO = BENCH.parent
 sys.path[:0] = [str(REPO), str(BENCH)]
 
 import floor  # noqa: E402
+from index_cpu import spinning  # noqa: E402
 from run import choose_queries, percentiles  # noqa: E402
 
 #: A child answering one query a line with its own search(): [seconds, files_matched, paths].
@@ -186,6 +188,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20, help="timed search() calls per query and side")
     parser.add_argument("--mcp-repeat", type=int, default=10, help="timed MCP calls per query and server")
     parser.add_argument("--no-mcp", action="store_true")
+    parser.add_argument("--busy", action="store_true", help="keep one core busy with another process while the queries run")
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-speed/compare-search"))
     parser.add_argument("--json", type=Path, help="write every sample here")
     args = parser.parse_args()
@@ -203,10 +206,17 @@ def main() -> None:
     if not floor_db.exists():
         floor.build(str(corpus), str(floor_db))
     queries = choose_queries(corpus)
-    in_process = measure_in_process(codes, dbs, floor_db, queries, args.repeat)
-    mcp = None if args.no_mcp else asyncio.run(measure_mcp(codes, corpus, args.work, queries, args.mcp_repeat))
+    busy = spinning() if args.busy else None
+    try:
+        in_process = measure_in_process(codes, dbs, floor_db, queries, args.repeat)
+        mcp = None if args.no_mcp else asyncio.run(measure_mcp(codes, corpus, args.work, queries, args.mcp_repeat))
+    finally:
+        if busy:
+            busy.kill()
+            busy.wait()
     lines = report(codes, queries, in_process, mcp)
-    lines.append(f"load (1 min) {load_start[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end; {os.cpu_count()} cores")
+    lines.append(f"load (1 min) {load_start[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end; {os.cpu_count()} cores;"
+                 f" {'one core kept busy' if args.busy else 'nothing else started'}")
     print("\n".join(lines))
     if args.json:
         args.json.write_text(json.dumps({"codes": list(codes), "queries": queries, "in_process": in_process, "mcp": mcp,
