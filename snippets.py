@@ -320,7 +320,10 @@ def _clean_line(line: str) -> str:
 
 
 def _clean_cell(text: str) -> str:
-    """Text outside code fences as text (see clean_snippet); `code spans` are left as they are."""
+    """Text outside code fences as text (see clean_snippet); `code spans` are left as they are.
+    (Each expression is tried only on text holding the character it starts with: most text has none.)"""
+    if "`" not in text and "[" not in text:
+        return _clean_prose(text).strip()
     text = _CODE_OR_LINK.sub(lambda found: found[0] if found[2] is None else found[2], text)
     parts: list[str] = []
     at = 0
@@ -333,14 +336,16 @@ def _clean_cell(text: str) -> str:
 
 
 def _clean_prose(text: str) -> str:
-    text = _HTML.sub(" ", _AUTOLINK.sub(r"\1", text))  # a tag may part words (<br>): a space
-    text = _LINK_TARGET.sub("", text)
-    while True:
+    if "<" in text:
+        text = _HTML.sub(" ", _AUTOLINK.sub(r"\1", text))  # a tag may part words (<br>): a space
+    if "](" in text:
+        text = _LINK_TARGET.sub("", text)
+    while "*" in text or "_" in text:
         unmarked = _EMPHASIS.sub(lambda found: found[2] if found[1] else found[4], text)
         if unmarked == text:
             break
         text = unmarked
-    return _ESCAPE.sub(r"\1", text)
+    return _ESCAPE.sub(r"\1", text) if "\\" in text else text
 
 
 def without_heading(text: str, heading: str) -> str:
