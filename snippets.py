@@ -159,7 +159,7 @@ def _file_rows(conn: sqlite3.Connection, rowid: int) -> list[tuple[int, int, str
 def _visible_outline(outline: list[list]) -> list[tuple[int, int, str]]:
     """A stored outline with its names as a reply may show them (visible_text): looked for in all
     the names at once, since nearly every outline has nothing to replace."""
-    if not _HAS_UNSHOWABLE.search("".join(name for _, _, name in outline)):
+    if not _has_unshowable("".join(name for _, _, name in outline)):
         return [(line, level, name) for line, level, name in outline]
     return [(line, level, visible_text(name)) for line, level, name in outline]
 
@@ -219,11 +219,20 @@ def snippet_window(body: str, words: Sequence[str]) -> tuple[int, int]:
 _UNSHOWABLE = dict.fromkeys([*range(0x09), 0x0B, 0x0C, *range(0x0E, 0x20), *range(0x7F, 0xA0), ord(_MARK_OPEN), ord(_MARK_CLOSE)], "\ufffd")
 #: Finds one of them: most text has none, and a search is far cheaper than translate() over it.
 _HAS_UNSHOWABLE = re.compile("[" + "".join(map(chr, _UNSHOWABLE)) + "]")
+#: The ASCII ones, as bytes: in ASCII text (most text) deleting them is a C loop ~4x quicker than the search.
+_UNSHOWABLE_ASCII = bytes(code for code in _UNSHOWABLE if code < 0x80)
 
 
 def visible_text(text: str) -> str:
     """``text`` as a reply may show it (_UNSHOWABLE)."""
-    return text.translate(_UNSHOWABLE) if _HAS_UNSHOWABLE.search(text) else text
+    return text.translate(_UNSHOWABLE) if _has_unshowable(text) else text
+
+
+def _has_unshowable(text: str) -> bool:
+    if text.isascii():
+        encoded = text.encode("ascii")
+        return len(encoded.translate(None, _UNSHOWABLE_ASCII)) != len(encoded)
+    return _HAS_UNSHOWABLE.search(text) is not None
 
 
 def showable(section: dict[str, object]) -> dict[str, object]:
