@@ -137,6 +137,8 @@ def _span_scores(
     over_at = {name: len(keys) + index for index, name in enumerate(over)}
     scores: dict[tuple[int, int], tuple[float, float]] = {}
     for index, (rowid, number) in enumerate(keys):
+        if index not in in_text:
+            continue  # nothing in its text or its own heading: the headings over it alone name nothing
         own = in_heading.get(index, set())
         above = set().union(*(in_heading.get(over_at[name], ()) for name in spans[rowid][number].path[:-1]))
         heading = own | above if own - above else own
