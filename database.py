@@ -1186,6 +1186,7 @@ def reader(db_path: Path) -> sqlite3.Connection:
         conn.execute(f'CREATE VIRTUAL TABLE IF NOT EXISTS temp.span_fts USING fts5(title, heading, body, content="", tokenize="{TOKENIZER}")')
         conn.execute("CREATE TEMP TABLE IF NOT EXISTS question_hits (id INTEGER PRIMARY KEY, score REAL NOT NULL)")
         conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sections_vocab USING fts5vocab(main, sections_fts, row)")
+        conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sections_positions USING fts5vocab(main, sections_fts, instance)")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.Error as exc:
         raise IndexUnavailableError(str(db_path), f"cannot open: {problem_of(exc, db_path)}") from None
@@ -1346,6 +1347,18 @@ def estimated_rows_each(conn: sqlite3.Connection, matches: Sequence[str], sample
     return [count * top // sampled for count in counts]
 
 
+def positions_per_section(conn: sqlite3.Connection, stems_: Sequence[str], most: int) -> list[float]:
+    """For each of ``stems_``, its positions per section holding it among its first ``most``
+    positions in the index (0 if it holds none): FTS5 reads only the start of its doclist."""
+    found = []
+    for stem in stems_:
+        positions, sections = conn.execute(
+            "SELECT count(*), count(DISTINCT doc) FROM (SELECT doc FROM temp.sections_positions WHERE term = ? LIMIT ?)", (stem, most)
+        ).fetchone()
+        found.append(positions / sections if sections else 0.0)
+    return found
+
+
 def _top_file_id(conn: sqlite3.Connection) -> int:
     return conn.execute("SELECT max(id) FROM files").fetchone()[0] or 0
 
@@ -1484,26 +1497,32 @@ def best_section_per_file(
     """The best-ranked section of each of the top ``limit`` files in ``span``: [(section rowid, bm25)],
     best first.
 
-    bm25() is negative, lower is better. First the best ``limit * CANDIDATE_SECTIONS_PER_FILE``
-    sections are ranked (a bounded sort, no temporary table): a file's best section ranks above its
-    others, so the first ``limit`` distinct files met in that order are exactly the answer. Only when
-    those candidates hold fewer files (a few files with very many matching sections) is every
-    matching section grouped by file.
+    bm25() is negative, lower is better. The matching sections are sorted (no temporary table)
+    and read in that order only until ``limit`` distinct files are met: a file's best section ranks
+    above its others, so those are exactly the answer, and the rows after them never reach Python
+    (a bounded sort of a fixed number of candidates cost more than the whole sort). Only when the
+    first ``limit * CANDIDATE_SECTIONS_PER_FILE`` sections hold fewer files (a few files with very
+    many matching sections) is every matching section grouped by file instead.
     """
     candidates = limit * CANDIDATE_SECTIONS_PER_FILE
     condition, values = _scoped(scope, span)
     ranked = conn.execute(
         f"SELECT rowid, bm25(sections_fts, ?, ?, ?) AS score FROM sections_fts WHERE sections_fts MATCH ?{condition}"
-        " ORDER BY score, rowid LIMIT ?",
-        (*weights, match, *values, candidates),
-    ).fetchall()
+        " ORDER BY score, rowid",
+        (*weights, match, *values),
+    )
     best: dict[int, tuple[int, float]] = {}
-    for rowid, score in ranked:
-        best.setdefault(rowid >> SECTION_BITS, (rowid, score))
-        if len(best) == limit:
-            return list(best.values())
-    if len(ranked) < candidates:
-        return list(best.values())  # every matching section was seen
+    try:
+        for seen, (rowid, score) in enumerate(ranked, 1):
+            best.setdefault(rowid >> SECTION_BITS, (rowid, score))
+            if len(best) == limit:
+                return list(best.values())
+            if seen == candidates:
+                break
+        else:
+            return list(best.values())  # every matching section was seen
+    finally:
+        ranked.close()
     return [(rowid, score) for rowid, score, _ in best_section_of_every_file(conn, match, weights, limit, span, scope)]
 
 

@@ -45,14 +45,21 @@ MAX_AND_TERMS = 3
 #: A question counts each of its words (by stem: "shape" and "shapes" are one) at most this often:
 #: a long request repeats its key words, but a generic word said five times must not rule it.
 MAX_REPEATS = 2
-#: bm25 scores each section a question matches once per OR-ed part: a question costs about the
-#: sections it matches times its parts. A question of more than QUESTION_FREE_PARTS parts is
-#: estimated (from the first QUESTION_SAMPLE_FILES files); past QUESTION_MAX_COST, a repeated word
-#: counts once, then its commonest words are left out (the reply names them) until it fits. Those
-#: words are in most sections, where bm25 gives them little or no weight (none past half of them).
-QUESTION_FREE_PARTS = 8
+#: bm25 scores each section a question matches once per OR-ed part, and reads every position of
+#: its words there: a question costs about the sections it matches times its parts, plus its words'
+#: positions in them over POSITIONS_PER_PART (on the realistic corpus a word costs 2-3 us a section,
+#: ~1 us a section and part in a question, however dense up to ~20 positions a section; a corpus of
+#: 40 words in 30 KB sections, ~125 positions of each word a section, took 3.9 s for 64 words in
+#: 3,000 sections: ~0.14 us a position). Every question is
+#: estimated before it runs, from the index alone (sections among the first QUESTION_SAMPLE_FILES
+#: files, positions among each word's first POSITIONS_SAMPLE), so what it ranks never depends on the
+#: machine's load; past QUESTION_MAX_COST, a repeated word counts once, then its costliest words are
+#: left out (the reply names them) until it fits. Those words are in most sections, where bm25 gives
+#: them little or no weight (none past half of them).
 QUESTION_MAX_COST = 1_000_000
 QUESTION_SAMPLE_FILES = 2000
+POSITIONS_PER_PART = 10
+POSITIONS_SAMPLE = 500
 #: A phrase costs about the sections holding all of its words times its words: FTS5 reads each
 #: word's positions there to check their order. Past PHRASE_MAX_COST (over all phrases, compounds
 #: and excluded phrases, estimated like a question), the costliest are loosened (see fit_phrases):
@@ -467,7 +474,7 @@ def fit_phrases(conn: sqlite3.Connection, parsed: ParsedQuery) -> None:
 def fit_question(conn: sqlite3.Connection, plan: MatchPlan) -> tuple[MatchPlan, list[str]]:
     """A question's plan within QUESTION_MAX_COST (see there), and what was left out of it."""
     parts = list(plan.shown)
-    if not plan.question or len(parts) <= QUESTION_FREE_PARTS:
+    if not plan.question:
         return plan, []
     # A prefix* costs as much to sample as to run; MAX_PREFIXES bounds it apart.
     words = list(dict.fromkeys(part for part in parts if not part.endswith("*")))
@@ -475,13 +482,18 @@ def fit_question(conn: sqlite3.Connection, plan: MatchPlan) -> tuple[MatchPlan, 
         return plan, []
     union, *rows_each = database.estimated_rows_each(conn, [highlight_match(words), *words], QUESTION_SAMPLE_FILES)
     rows = dict(zip(words, rows_each))
+    positions = {word: rows[word] * dense / POSITIONS_PER_PART for word, dense in zip(words, _positions_per_section(conn, words))}
+
+    def cost(kept: list[str], counted_parts: int) -> float:
+        return min(union, sum(rows[word] for word in kept)) * counted_parts + sum(positions[word] for word in kept)
+
     notes: list[str] = []
-    if union * len(parts) > QUESTION_MAX_COST and len(set(parts)) < len(parts):
+    if cost(words, len(parts)) > QUESTION_MAX_COST and len(set(parts)) < len(parts):
         parts = list(dict.fromkeys(parts))
         notes.append("each repeated word of the question was counted once: the question matches too many sections to count them again")
-    kept = sorted(words, key=lambda word: rows[word])  # rarest first
+    kept = sorted(words, key=lambda word: rows[word] + positions[word])  # cheapest first
     left_out: list[str] = []
-    while len(kept) > 1 and min(union, sum(rows[word] for word in kept)) * (len(parts) - len(left_out)) > QUESTION_MAX_COST:
+    while len(kept) > 1 and cost(kept, len(parts) - len(left_out)) > QUESTION_MAX_COST:
         left_out.append(kept.pop())
     if left_out:
         parts = [part for part in parts if part not in left_out]
@@ -493,15 +505,10 @@ def fit_question(conn: sqlite3.Connection, plan: MatchPlan) -> tuple[MatchPlan, 
     return replace(plan, precise=precise, shown=tuple(parts), estimated_rows=min(union, sum(rows[w] for w in kept))), notes
 
 
-def rarest_words(conn: sqlite3.Connection, plan: MatchPlan, share: float) -> tuple[MatchPlan, list[str]]:
-    """The question's plan for a later attempt at ranking it (search.rank_in_time): with only the
-    rarest ``share`` of its words (at least one) and none of its prefix* terms (which cost the same
-    in every attempt), and what was left out."""
-    words = list(dict.fromkeys(part for part in plan.shown if not part.endswith("*")))
-    rows = dict(zip(words, database.estimated_rows_each(conn, words, QUESTION_SAMPLE_FILES)))
-    # A word not in the sample may be in no file at all (quick to tell: its doclist is short).
-    present = [w for w in words if rows[w] or database.first_section_matching(conn, w) is not None] or words
-    kept = set(sorted(present, key=rows.__getitem__)[: max(1, int(len(present) * share))])
-    parts = [part for part in plan.shown if part in kept]
-    left_out = [part.replace('"', "") for part in dict.fromkeys(plan.shown) if part not in kept]
-    return replace(plan, precise=highlight_match(parts), shown=tuple(parts)), left_out
+def _positions_per_section(conn: sqlite3.Connection, parts: list[str]) -> list[float]:
+    """For each of ``parts`` (quoted words or phrases), the positions of its words per section that
+    holds them, summed over its words: estimated from each word's first POSITIONS_SAMPLE positions."""
+    words = [part[1:-1].replace('""', '"').split(" ") for part in parts]
+    distinct = list(dict.fromkeys(w for part in words for w in part))
+    dense = dict(zip(distinct, database.positions_per_section(conn, database.stems(distinct), POSITIONS_SAMPLE)))
+    return [sum(dense[w] for w in part) for part in words]

@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar, cast
 
@@ -44,7 +44,6 @@ from query import (
     plan_within_bounds,
     query_reading,
     quote,
-    rarest_words,
 )
 from snippets import answering_spans, section_hit, section_snippets, showable
 from sources import indexed_folders
@@ -85,11 +84,6 @@ FEEDBACK_MIN_CHARS = 3
 SEARCH_PARTS = min(8, USABLE_CPUS)
 PARALLEL_MIN_ROWS = 20_000
 PARALLEL_SAMPLE = 32
-#: The attempts at ranking a question (see rank_in_time): how long each may take (seconds) and
-#: the share of the question's words it keeps, the rarest (at least one). The last is bounded by
-#: SEARCH_TIME_LIMIT_SECONDS only.
-QUESTION_ATTEMPTS = ((0.5, 1.0), (0.25, 0.25), (math.inf, 0.0))
-
 _WORD = re.compile(r"[^\W_]+")
 
 
@@ -200,7 +194,7 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
             scope, case_hint = search_scope(conn, plan, asking.filters)
             run = Searching(asking.db_path, conn, limits.reached, scope, asking.filters)
             loaded = Loaded()
-            plan, (ranked, feedback, files_matched), reading, groups = _rank_enough(run, parsed, plan, asking, limits, loaded)
+            (ranked, feedback, files_matched), reading, groups = _rank_enough(run, parsed, plan, asking, loaded)
             sections, gone, changed = loaded.sections, loaded.gone, loaded.changed
             page = [_led_by_newest(group, sections, asking.query) for group in groups[asking.offset:wanted]]
             # Snippets highlight the user's own words; a file found only by feedback words is shown
@@ -300,16 +294,16 @@ def _hidden_warnings(loaded: Loaded) -> list[str]:
 
 
 def _rank_enough(
-    run: Searching, parsed: ParsedQuery, plan: MatchPlan, asking: Asking, limits: Limits, loaded: Loaded
-) -> tuple[MatchPlan, Ranking, QueryReading, list[list[tuple[int, float]]]]:
+    run: Searching, parsed: ParsedQuery, plan: MatchPlan, asking: Asking, loaded: Loaded
+) -> tuple[Ranking, QueryReading, list[list[tuple[int, float]]]]:
     """Rank until the groups of copies (_first_groups) fill the page asked for and one more, ranking
-    further while copies and deleted files take places, up to MAX_RANKED_FILES files: the plan
-    ranked, its ranking, how the query was read, and the groups, best first."""
+    further while copies and deleted files take places, up to MAX_RANKED_FILES files: the ranking,
+    how the query was read, and the groups, best first."""
     wanted = asking.offset + asking.limit
     window = min(wanted * COLLAPSE_WINDOW, MAX_RANKED_FILES) if asking.collapse else wanted + 1
     need = wanted + 1  # results: one more tells whether more follow
     while True:
-        plan, (ranked, feedback, files_matched) = rank_in_time(run, parsed, plan, window, limits, need)
+        ranked, feedback, files_matched = rank(run, parsed, plan, window, need)
         reading = query_reading(parsed, plan, feedback)
         ranked = names_first(run, asking.query, plan, with_weighed_words(run.conn, reading, ranked))
         groups = _first_groups(run.conn, ranked, wanted + 1, asking, loaded)
@@ -323,7 +317,7 @@ def _rank_enough(
             need = wanted + 1 + lost  # keywords: files with only some of the words may follow
         else:
             window = min(MAX_RANKED_FILES, max(2 * window, (wanted + 1) * len(loaded.sections) // max(1, len(groups))))
-    return plan, (ranked, feedback, files_matched), reading, groups
+    return (ranked, feedback, files_matched), reading, groups
 
 
 @dataclass
@@ -448,52 +442,17 @@ def _outdated(freshness: Freshness | None, sections: dict[int, dict]) -> tuple[s
     return gone, changed, hidden
 
 
-@dataclass
+@dataclass(frozen=True)
 class Limits:
-    """When a search's SQLite work must stop: the caller cancelled it, it passed its deadline, or
-    the attempt at ranking a question that rank_in_time is making ran out of its time."""
+    """When a search's SQLite work must stop: the caller cancelled it, or it passed its deadline.
+    What a search ranks never depends on how long it took: a question too costly to rank whole is
+    fitted before it runs, from the index's statistics (query.fit_question)."""
 
     cancelled: Callable[[], bool] | None
     deadline: float
-    attempt_ends: float = math.inf
 
     def reached(self) -> bool:
-        return self.outer_reached() or time.monotonic() > self.attempt_ends
-
-    def outer_reached(self) -> bool:
         return (self.cancelled is not None and self.cancelled()) or time.monotonic() > self.deadline
-
-
-def rank_in_time(
-    run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: int, limits: Limits, need: int | None = None
-) -> tuple[MatchPlan, Ranking]:
-    """rank(), with each attempt at a question bounded in time (QUESTION_ATTEMPTS): bm25 reads every
-    position of every word of a question in the sections it matches, and how densely a word fills
-    them is something query.fit_question's estimate cannot see. An attempt that runs out is made
-    again with the question's rarest words only; the reply names the words left out. Returns the
-    plan that was ranked, with its ranking."""
-    steps = QUESTION_ATTEMPTS if plan.question else ((math.inf, 1.0),)
-    original = plan
-    for number, (seconds, share) in enumerate(steps):
-        left_out: list[str] = []
-        if number:
-            plan, left_out = rarest_words(run.conn, original, share)
-        limits.attempt_ends = time.monotonic() + seconds
-        try:
-            ranking = rank(run, parsed, plan, limit, need)
-        except sqlite3.Error as exc:
-            if not database.is_interruption(exc) or limits.outer_reached():
-                raise
-            if not run.conn.in_transaction:  # SQLite ended the snapshot with the interrupted write
-                run.conn.execute("BEGIN")
-                run = replace(run, scope=search_scope(run.conn, plan, run.filters)[0])
-            continue
-        finally:
-            limits.attempt_ends = math.inf
-        if left_out:
-            parsed.warnings.append(f"the question took too long to rank with all its words; these were left out: {', '.join(left_out)}")
-        return plan, ranking
-    raise AssertionError("the last of QUESTION_ATTEMPTS has no time limit")
 
 
 #: A query that is a file's name (with or without its extension) or title puts up to this many
@@ -845,13 +804,12 @@ def feedback_words(conn: sqlite3.Connection, top: list[tuple[int, float]], parse
         return []
     files_with: Counter[str] = Counter()
     for section in database.load_sections(conn, [rowid for rowid, _ in top]).values():
-        words = (w.lower() for w in _words(section["body"]))
-        # dict.fromkeys: each word once per file, in reading order, so ties break the same way every run.
-        files_with.update(dict.fromkeys(
-            w for w in words if len(w) >= FEEDBACK_MIN_CHARS and not w.isdigit() and w not in STOPWORDS
-        ).keys())
-    candidates = [w for w, n in files_with.most_common() if n >= FEEDBACK_MIN_FILES]
-    candidates = [w for w, read in zip(candidates, database.query_words(candidates)) if read == [w]][:FEEDBACK_CANDIDATES]
+        # dict.fromkeys: each word once per file, in reading order, so ties break the same way every run;
+        # the words as written first (a C loop over the text), then each distinct one lowered and tested.
+        written = dict.fromkeys(_WORD.findall(section["body"]))
+        lowered = dict.fromkeys(w.lower() for w in written if len(w) <= MAX_TERM_CHARS)
+        files_with.update(w for w in lowered if len(w) >= FEEDBACK_MIN_CHARS and not w.isdigit() and w not in STOPWORDS)
+    candidates = _read_as_written([w for w, n in files_with.most_common() if n >= FEEDBACK_MIN_FILES], FEEDBACK_CANDIDATES)
     if not candidates:
         return []
     known = set(database.stems([w for t in parsed.terms + parsed.phrases + parsed.excluded for w in t]))
@@ -870,6 +828,18 @@ def feedback_words(conn: sqlite3.Connection, top: list[tuple[int, float]], parse
         offers[stem] = (r * weight, word)
     best = sorted(offers.values(), key=lambda offer: -offer[0])
     return [word for offer, word in best if offer > 0][:FEEDBACK_WORDS]
+
+
+def _read_as_written(words: list[str], most: int) -> list[str]:
+    """The first ``most`` of ``words`` that FTS5 reads as one word of the same spelling
+    (database.query_words), asked of FTS5 a few at a time: only as many as it takes."""
+    found: list[str] = []
+    for start in range(0, len(words), 2 * most):
+        chunk = words[start:start + 2 * most]
+        found += [w for w, read in zip(chunk, database.query_words(chunk)) if read == [w]]
+        if len(found) >= most:
+            break
+    return found[:most]
 
 
 def with_collections(reply: SearchReply, config: ServerConfig) -> SearchReply:
@@ -892,7 +862,7 @@ def _with_collection(hit: SearchHit, config: ServerConfig) -> SearchHit:
 
 
 def _words(text: str) -> list[str]:
-    """Words by Python's notion of a letter: a quick first pass over section text (feedback_words)."""
+    """Words by Python's notion of a letter: a quick first pass over section text (_spelling)."""
     return [w for w in _WORD.findall(text) if len(w) <= MAX_TERM_CHARS]
 
 

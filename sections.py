@@ -13,6 +13,7 @@ import hashlib
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import database
 import formats
@@ -211,11 +212,11 @@ def _numbered(padded: str, pieces: list[tuple[int, str, str]], headings: Sequenc
     return sections
 
 
-@dataclass(frozen=True)
-class HeadingSpan:
+class HeadingSpan(NamedTuple):
     """A heading's own lines: from its line to the next heading of any level (or the end of the
     rows read), named by its path as search results and get_document name it. ``path`` holds the
-    names along it, the span's own heading last (none before a file's first heading)."""
+    names along it, the span's own heading last (none before a file's first heading). A named
+    tuple: a search makes a few hundred of them."""
 
     heading: str
     path: tuple[str, ...]
@@ -244,7 +245,8 @@ def heading_spans(rows: Sequence[tuple[int, int, str, Sequence[tuple[int, int, s
         after = max(first, marks[-1][0] + 1) if marks else first  # a later row's open headings are read already
         marks.extend((line, level, name) for line, level, name in outline if not number or line >= after)
     spans: list[HeadingSpan] = []
-    path: list[tuple[int, str]] = []
+    levels: list[int] = []  # the open headings' levels and names, outermost first
+    names: list[str] = []
     # A heading with no text of its own (a page title over its first subsection) goes with the
     # span after it: that span starts at its line.
     opened = top
@@ -256,22 +258,26 @@ def heading_spans(rows: Sequence[tuple[int, int, str, Sequence[tuple[int, int, s
             piece = lines[opened - top:line - top]
             says = _says_something(piece, opened, heading_lines)
             if says:
-                spans.append(_span(path, opened, "\n".join(piece)))
+                _add_span(spans, names, opened, piece)
             if says or not any(map(str.strip, piece)):
                 opened, heading_lines = line, set()
-        while path and path[-1][0] >= level:
-            path.pop()
-        path.append((level, heading))
+        while levels and levels[-1] >= level:
+            levels.pop()
+            names.pop()
+        levels.append(level)
+        names.append(heading)
         heading_lines.add(line)
-    spans.append(_span(path, opened, "\n".join(lines[opened - top:])))
-    return [span for span in spans if span.text]
+    _add_span(spans, names, opened, lines[opened - top:])
+    return spans
 
 
-def _span(path: list[tuple[int, str]], first: int, text: str) -> HeadingSpan:
-    """The span of ``text`` from line ``first`` under the heading ``path``, less its trailing blank lines."""
-    text = text.rstrip()
-    names = tuple(h for _, h in path)
-    return HeadingSpan(" > ".join(names)[:MAX_TITLE_CHARS], names, first, first + text.count("\n"), text)
+def _add_span(spans: list[HeadingSpan], names: list[str], first: int, lines: list[str]) -> None:
+    """Add the span of ``lines`` from line ``first`` under the headings ``names``, less its trailing
+    blank lines, to ``spans`` if that leaves any text."""
+    text = "\n".join(lines).rstrip()
+    if text:
+        path = tuple(names)
+        spans.append(HeadingSpan(" > ".join(path)[:MAX_TITLE_CHARS], path, first, first + text.count("\n"), text))
 
 
 #: A line of underline or overline characters (setext and reST headings): not text of a span's own.
@@ -280,7 +286,10 @@ _UNDERLINE_CHARACTERS = " \t=-`:'\"~^_*+#<>."
 
 def _says_something(lines: list[str], first: int, heading_lines: set[int]) -> bool:
     """Whether ``lines`` (from line ``first``) hold one that is neither a heading nor an underline."""
-    return any(line.strip(_UNDERLINE_CHARACTERS) for number, line in enumerate(lines, first) if number not in heading_lines)
+    for number, line in enumerate(lines, first):
+        if line.strip(_UNDERLINE_CHARACTERS) and number not in heading_lines:
+            return True
+    return False
 
 
 def said_key(body: str) -> bytes:

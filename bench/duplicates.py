@@ -121,17 +121,17 @@ def windows(config: ServerConfig, query: str, collapse: bool) -> list[int]:
     """How many files each ranking pass of one search asked for (search ranks again, more, while
     the files ranked hold too few texts)."""
     asked: list[int] = []
-    original = search_module.rank_in_time
+    original = search_module.rank
 
-    def counted(run, parsed, plan, limit, limits, need=None):  # type: ignore[no-untyped-def]
+    def counted(run, parsed, plan, limit, need=None):  # type: ignore[no-untyped-def]
         asked.append(limit)
-        return original(run, parsed, plan, limit, limits, need)
+        return original(run, parsed, plan, limit, need)
 
-    search_module.rank_in_time = counted
+    search_module.rank = counted
     try:
         search(config.db_path, query, 10, collapse_duplicates=collapse)
     finally:
-        search_module.rank_in_time = original
+        search_module.rank = original
     return asked
 
 

@@ -29,13 +29,14 @@ import snippets  # noqa: E402
 STAGES: dict[ModuleType, tuple[str, ...]] = {
     # answering_spans and section_snippets as search.py imported them (the names it calls)
     search: (
-        "_rank_enough", "rank_in_time", "_first_groups", "_outdated", "names_first", "with_weighed_words", "plan_within_bounds",
-        "answering_spans", "section_snippets",
+        "_rank_enough", "rank", "_first_groups", "_outdated", "names_first", "with_weighed_words", "plan_within_bounds",
+        "answering_spans", "section_snippets", "feedback_words", "_sections_holding", "_result", "section_hit", "suggest",
     ),
-    snippets: ("heading_spans",),
+    snippets: ("heading_spans", "_file_rows", "_span_scores"),
     database: (
         "best_section_per_file", "best_section_of_every_file", "best_section_of_files", "files_with_each",
         "count_matching_files", "load_sections", "file_sections", "matching_texts", "estimated_matching_rows",
+        "score_question", "best_question_hits", "best_with_feedback", "snippets", "stems", "query_words", "files_named",
     ),
 }
 

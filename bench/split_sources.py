@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import math
 import os
 import statistics
 import sys
@@ -27,7 +26,6 @@ from database import IndexWriter, SourceWriter  # noqa: E402
 from exceptions import QueryError  # noqa: E402
 from indexer import TextIndexer  # noqa: E402
 from models import ServerConfig, Source  # noqa: E402
-import search as search_module  # noqa: E402
 from search import search  # noqa: E402
 
 from bench.relevance import evaluate, read_qrels, read_queries  # noqa: E402
@@ -73,9 +71,6 @@ def timed_ranker(db_path: Path, times: list[float]):  # noqa: ANN201 - a relevan
 
 
 def main() -> int:
-    # Ranking without the time bound that ranks a slow question by its rarest words only: on a
-    # loaded machine it would make the two indexes differ by when each query ran, not by how they rank.
-    search_module.QUESTION_ATTEMPTS = ((math.inf, 1.0),)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("collections", nargs="+", type=Path)
     parser.add_argument("--parts", type=int, default=3, help="folders to split each collection over")

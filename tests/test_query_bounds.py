@@ -5,6 +5,7 @@ worst query these bounds allow; no test here times anything.)"""
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from pathlib import Path
@@ -312,18 +313,35 @@ def test_text_a_reply_shows_cannot_fake_a_match_or_grow_in_json(config: ServerCo
     assert len(stars["snippet"]) <= SNIPPET_MAX_CHARS + 8, len(stars["snippet"])
 
 
-def test_a_question_that_runs_out_of_time_is_ranked_again_with_its_rarest_words(
-    index: ServerConfig, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """How densely words fill sections is invisible to the estimates: each attempt has a time limit."""
+def test_a_questions_plan_comes_from_the_index_never_from_the_clock(index: ServerConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """However slowly the machine runs a question, it ranks the same words and returns the same files."""
     question = "common words things note text 11 12 com*"
-    monkeypatch.setattr(search_module, "QUESTION_ATTEMPTS", ((0.0, 1.0), (0.0, 0.25), (float("inf"), 0.0)))
-    reply = search(index.db_path, question, 10)
-    note = next(text for text in reply["warnings"] if "took too long to rank" in text)
-    assert "com*" in note and "common" in note, note  # the last attempt keeps the rarest word, no prefix
-    assert [hit["path"] for hit in reply["results"]][:1] in (["d1/n11.md"], ["d2/n12.md"])
-    monkeypatch.setattr(search_module, "QUESTION_ATTEMPTS", ((float("inf"), 1.0),))
-    assert not any("took too long" in text for text in search(index.db_path, question, 10)["warnings"])
+    idle = search(index.db_path, question, 10)
+    ticks = itertools.count()
+    monkeypatch.setattr(search_module, "SEARCH_TIME_LIMIT_SECONDS", 1e12)
+    monkeypatch.setattr(search_module.time, "monotonic", lambda: 0.3 * next(ticks))  # 0.3 s gone at every look
+    busy = search(index.db_path, question, 10)
+    assert [hit["path"] for hit in busy["results"]] == [hit["path"] for hit in idle["results"]]
+    assert busy["warnings"] == idle["warnings"] == []
+
+
+def test_a_question_whose_word_fills_its_sections_leaves_that_word_out_first(
+    config: ServerConfig, indexer: TextIndexer, source: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A word in few sections but thousands of times in each costs bm25 more than one in many
+    sections once: the estimate counts its positions (from the index, before the search runs)."""
+    for n in range(4):
+        write(source, f"dense{n}.md", "dense " * 2000 + "\n")
+    for n in range(40):
+        write(source, f"spread{n}.md", f"spread filler{n}\n")
+    write(source, "unique.md", "unique spread dense\n")
+    indexer.scan()
+    question = "dense spread unique extra"
+    assert search(config.db_path, question, 10)["warnings"] == []
+    monkeypatch.setattr(query_module, "QUESTION_MAX_COST", 240)  # sections x parts 180, dense's positions ~125 (sampled)
+    fitted = search(config.db_path, question, 10)
+    assert any(text.endswith("were left out: dense") for text in fitted["warnings"]), fitted["warnings"]
+    assert fitted["results"][0]["path"] == "unique.md"
 
 
 @pytest.mark.parametrize(
