@@ -381,7 +381,10 @@ class TextIndexer:
         and nothing is committed once the source's path leads elsewhere (_check_source). It is the
         folder the server was started on: one put in its place while the server runs (renamed away
         and replaced by a link or another folder) is never read, however alike the two look."""
-        now = identity(os.stat(self.config.source_directory))
+        try:
+            now = identity(os.stat(self.config.source_directory))
+        except OSError as exc:
+            raise SourceUnavailableError(str(self.config.source_directory), f"it cannot be opened ({exc.strerror or exc})") from None
         started_on = self.config.source.identity
         if started_on is not None and now != started_on:
             raise SourceUnavailableError(
