@@ -32,7 +32,8 @@ DB_SUFFIX = ".sqlite3"
 #: 8: several sources in one index (keys after their names); front matter tags kept per file.
 #: 9: each section's outline stored (models.Section): hits name the heading span that answers in
 #: every format, in any row. 10: outlines stored as JSON text (zlib gained little on them).
-INDEX_FORMAT = 10
+#: 11: code files' definitions are their headings and their docstring or first comment their title.
+INDEX_FORMAT = 11
 
 
 class Source(NamedTuple):

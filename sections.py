@@ -1,7 +1,8 @@
 """A file's text as the index reads it: its title and headings, and the sections (FTS rows) it is cut into.
 
 file_content turns a file's bytes into a Content: formats.py extracts the formats it knows, other
-files are decoded text whose Markdown or reST headings markup.py finds. sections() cuts a Content
+files are decoded text whose Markdown or reST headings markup.py finds, or whose definitions
+code_outline.py finds in a code file. sections() cuts a Content
 at its headings, else at blank lines, into rows of bounded size, each with the headings over and in
 it; heading_spans reads a search hit's rows back as each heading's own lines. said_key tells copies
 of a section's text apart from texts that differ.
@@ -14,6 +15,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import code_outline
 import database
 import formats
 import markup
@@ -73,9 +75,13 @@ def file_content(rel: str, data: bytes, notebook_outputs: bool = False, most: in
 
 
 def text_content(text: str, name: str, most: int | None = None, encoding: str = "utf-8", fallback: bool = False) -> Content:
-    """The Content of a text: headings for Markdown and reST (by ``name``), none for other files."""
+    """The Content of a text: headings for Markdown and reST (by ``name``), a code file's
+    definitions (code_outline.py), none for other files."""
     padded = f"\n{text}\n"
-    headings, title = markup.text_headings(padded, name, most)
+    if code_outline.is_code(name):
+        headings, title = code_outline.outline(padded, name, most)
+    else:
+        headings, title = markup.text_headings(padded, name, most)
     return Content(padded, _title(padded, title, bool(headings)), headings, encoding, fallback)
 
 
