@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from exceptions import Cancelled, IndexUnavailableError
+from identifiers import identifier_parts
 from models import DB_SUFFIX, INDEX_FORMAT, LoadedFile, Signature, StoredFile
 
 logger = logging.getLogger(__name__)
@@ -74,8 +75,20 @@ def fts_text(text: str) -> str:
     return text if text.isascii() or not CJK_WORD.search(text) else _CJK_PAIR.sub(CJK_SEPARATOR, text)
 
 
+def indexed_text(text: str) -> str:
+    """``text`` as the index is given it: fts_text, and the words inside its camelCase identifiers
+    after it (identifiers.py). A snippet is cut from fts_text alone: these words are never shown."""
+    parts = identifier_parts(text)
+    return fts_text(f"{text}\n{parts}" if parts else text)
+
+
 def _fts_row(rowid: int, title: str, heading: str, body: str) -> tuple[int, str, str, str]:
     """A section's row as sections_fts is given it: inserting and deleting must give the same."""
+    return rowid, indexed_text(title), indexed_text(heading), indexed_text(body)
+
+
+def _shown_row(rowid: int, title: str, heading: str, body: str) -> tuple[int, str, str, str]:
+    """A section's row as a snippet is cut from it (with its words as written only)."""
     return rowid, fts_text(title), fts_text(heading), fts_text(body)
 
 
@@ -1642,7 +1655,7 @@ def snippets(
         conn.execute("DELETE FROM temp.snippet_fts")
         conn.executemany(
             "INSERT INTO temp.snippet_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
-            [_fts_row(rowid, *text) for rowid, text in texts.items()],
+            [_shown_row(rowid, *text) for rowid, text in texts.items()],
         )
         rows = conn.execute(
             "SELECT rowid, snippet(snippet_fts, 2, ?, ?, '…', ?) FROM temp.snippet_fts WHERE snippet_fts MATCH ?",
