@@ -1575,6 +1575,12 @@ def stored_file(conn: sqlite3.Connection, path: str) -> StoredFile | None:
     return StoredFile(*row) if row else None
 
 
+def paths_of(conn: sqlite3.Connection, file_ids: Iterable[int]) -> dict[int, str]:
+    """The paths (index keys) of the files ``file_ids`` that are indexed."""
+    rows = conn.execute("SELECT id, path FROM files WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(list(file_ids)),))
+    return dict(rows.fetchall())
+
+
 def files_named(conn: sqlite3.Connection, name: str, most: int, scope: Scope = EVERY_FILE) -> list[int]:
     """The ids of the files of ``scope`` (at most ``most``, by path) whose name, name without its
     extension, or title is ``name`` (ASCII letters in any case), that have sections. Three lookups

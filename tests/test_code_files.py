@@ -216,3 +216,13 @@ def test_a_hit_names_the_definition_and_get_document_returns_exactly_it(code_con
         document = document_reply(code_config, path, heading=heading)
         assert document["text"].split("\n")[0] == first_line
         assert "def helper" not in document["text"] and "func NewRouter" not in document["text"]
+
+
+def test_test_files_rank_below_the_code_they_test_unless_asked_for(code_config: ServerConfig, source: Path) -> None:
+    write(source, "src/pool.py", '"""Connection pools."""\n\n\ndef drain_pool(pool):\n    """Drain the pool."""\n    pool.clear()\n')
+    checks = "".join(f"\ndef test_drain_pool_{n}():\n    drain_pool(pool)\n    assert not pool\n" for n in range(8))
+    write(source, "tests/test_pool.py", checks)
+    write(source, "web/pool.spec.js", "it('drains', () => { drainPool(pool); drainPool(pool); drainPool(pool); });\n")
+    scanned(code_config)
+    assert [hit["path"] for hit in search(code_config.db_path, "drain pool", 5)["results"]][0] == "src/pool.py"
+    assert [hit["path"] for hit in search(code_config.db_path, "drain pool tests", 5)["results"]][0] != "src/pool.py"
