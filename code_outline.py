@@ -177,10 +177,11 @@ def _heading(match: re.Match[str]) -> str | None:
         return f"{match['kw']} {name}"[:MAX_NAME_CHARS]
     if match["assigned"]:
         return f"function {match['assigned']}"[:MAX_NAME_CHARS]
-    called = match["called"]
-    if called in _NOT_DEFINED or (match["typed"] or "").strip() in _NOT_DEFINED or "return" in (match["typed"] or ""):
+    called, typed = match["called"], (match["typed"] or "").strip()
+    if called in _NOT_DEFINED or typed in _NOT_DEFINED or "return" in typed:
         return None
-    return f"{called}()"[:MAX_NAME_CHARS]
+    accessor = f"{typed} " if typed in ("get", "set") else ""  # a getter and its setter: two definitions of one name
+    return f"{accessor}{called}()"[:MAX_NAME_CHARS]
 
 
 def _comment_title(padded: str) -> str:

@@ -226,3 +226,8 @@ def test_test_files_rank_below_the_code_they_test_unless_asked_for(code_config: 
     scanned(code_config)
     assert [hit["path"] for hit in search(code_config.db_path, "drain pool", 5)["results"]][0] == "src/pool.py"
     assert [hit["path"] for hit in search(code_config.db_path, "drain pool tests", 5)["results"]][0] != "src/pool.py"
+
+
+def test_getters_and_setters_are_told_apart() -> None:
+    text = "module.exports = {\n  get header() {\n    return 1;\n  },\n\n  set header(val) {\n    this.x = val;\n  },\n};\n"
+    assert outline_of("request.js", text)[0] == [(1, "get header()"), (1, "set header()")]
