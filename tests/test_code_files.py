@@ -17,7 +17,7 @@ from documents import document_reply
 from indexer import TextIndexer
 from models import ServerConfig
 from search import search
-from sections import text_content
+from sections import sections, text_content
 from tests.conftest import write
 
 ADAPTERS = '''\
@@ -231,3 +231,14 @@ def test_test_files_rank_below_the_code_they_test_unless_asked_for(code_config: 
 def test_getters_and_setters_are_told_apart() -> None:
     text = "module.exports = {\n  get header() {\n    return 1;\n  },\n\n  set header(val) {\n    this.x = val;\n  },\n};\n"
     assert outline_of("request.js", text)[0] == [(1, "get header()"), (1, "set header()")]
+
+
+def test_each_definition_of_some_length_is_a_row_of_its_own() -> None:
+    body = "".join(f"    step_{n} = compute_{n}(value)\n" for n in range(12))
+    text = f"def first(value):\n{body}\n\ndef second(value):\n{body}\n\ndef tiny():\n    pass\n"
+    rows = sections(text_content(text, "steps.py"))
+    assert [row.heading for row in rows] == ["def first", "def second", "def tiny"]
+    small = sections(text_content("def a():\n    pass\n\ndef b():\n    pass\n\ndef c():\n    pass\n", "small.py"))
+    assert [row.heading for row in small] == ["def a"]  # short definitions share a row
+    prose = sections(text_content(text.replace("def ", "# "), "steps.md"))
+    assert len(prose) == 1
