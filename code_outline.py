@@ -121,18 +121,32 @@ def _python(padded: str, most: int) -> tuple[list[HeadingAt], str] | None:
 
 
 def _python_definitions(tree: ast.Module) -> Iterator[tuple[int, int, str]]:
-    """(line, level, name) of every class and function, walked with a stack (no recursion)."""
-    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    """(line, level, name) of every class and function, walked with a stack (no recursion) through
+    statement bodies only: a definition is a statement, and expressions are most of a tree."""
+    stack: list[tuple[list[ast.stmt], int]] = [(tree.body, 0)]
     while stack:
-        node, depth = stack.pop()
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-                keyword = {ast.ClassDef: "class", ast.FunctionDef: "def", ast.AsyncFunctionDef: "async def"}[type(child)]
-                line = min([child.lineno, *(d.lineno for d in child.decorator_list)])
-                yield line, min(depth + 1, MAX_LEVEL), f"{keyword} {child.name}"
-                stack.append((child, depth + 1))
-            elif not isinstance(child, ast.expr):
-                stack.append((child, depth))
+        body, depth = stack.pop()
+        for node in body:
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                line = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                yield line, min(depth + 1, MAX_LEVEL), f"{_PYTHON_KEYWORDS[type(node)]} {node.name}"
+                stack.append((node.body, depth + 1))
+                continue
+            for field in _STATEMENT_FIELDS.get(type(node), ()):
+                stack.append((getattr(node, field), depth))
+            if isinstance(node, ast.Try | getattr(ast, "TryStar", ast.Try)):
+                stack.extend((handler.body, depth) for handler in node.handlers)
+            elif isinstance(node, ast.Match):
+                stack.extend((case.body, depth) for case in node.cases)
+
+
+_PYTHON_KEYWORDS = {ast.ClassDef: "class", ast.FunctionDef: "def", ast.AsyncFunctionDef: "async def"}
+#: The statements that hold statements (a definition under ``if TYPE_CHECKING:`` or in a ``try:``).
+_STATEMENT_FIELDS: dict[type, tuple[str, ...]] = {
+    ast.If: ("body", "orelse"), ast.For: ("body", "orelse"), ast.AsyncFor: ("body", "orelse"),
+    ast.While: ("body", "orelse"), ast.With: ("body",), ast.AsyncWith: ("body",),
+    ast.Try: ("body", "orelse", "finalbody"), **({ast.TryStar: ("body", "orelse", "finalbody")} if hasattr(ast, "TryStar") else {}),
+}
 
 
 def _line_starts(padded: str, last: int) -> list[int]:

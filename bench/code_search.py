@@ -11,7 +11,9 @@ for ``parseExtendedQueryString``) in the top 3 alone.
     .venv/bin/python bench/code_search.py --work /tmp/code_search
     .venv/bin/python bench/code_search.py --work /tmp/code_search --project /tmp/old-checkout  # another version
 
-``--project`` measures another checkout of this project (before/after) on the same questions.
+``--project`` measures another checkout of this project (before/after) on the same questions;
+``--copies N`` also times the index of N copies of the tree, where fixed costs (starting the
+loader processes) weigh less than on 2 MB.
 """
 
 from __future__ import annotations
@@ -145,10 +147,17 @@ def score(ranked, questions: list[dict], verbose: bool, name: str) -> dict[str, 
     }
 
 
+def report_cost(what: str, our_seconds: list[float], our_size: int, floor_seconds: list[float], floor_size: int) -> None:
+    ours, floor_med = statistics.median(our_seconds), statistics.median(floor_seconds)
+    print(f"{what}index time (median of {RUNS}): {ours:.3f} s, floor {floor_med:.3f} s ({ours / floor_med:.2f}x)")
+    print(f"{what}index size: {our_size / 1e6:.2f} MB, floor {floor_size / 1e6:.2f} MB ({our_size / floor_size:.2f}x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "code_search")
     parser.add_argument("--project", type=Path, default=HERE.parent, help="the checkout of this project to measure")
+    parser.add_argument("--copies", type=int, default=1, help="also time the index of this many copies of the tree (fixed costs weigh less)")
     parser.add_argument("-v", "--verbose", action="store_true", help="each question's first hit, on stderr")
     args = parser.parse_args()
     sys.path[:0] = [str(args.project.resolve()), str(HERE)]
@@ -163,9 +172,15 @@ def main() -> None:
     print(f"{len(files)} files, {sum(p.stat().st_size for p in files) / 1e6:.2f} MB ({', '.join(EXTENSIONS)}); load {os.getloadavg()[0]:.2f}")
     db_path, our_seconds, our_size = our_index(src, args.work / "index")
     floor_seconds, floor_size = floor_index(src, args.work / "floor.sqlite3")
-    ours, floor_med = statistics.median(our_seconds), statistics.median(floor_seconds)
-    print(f"index time (median of {RUNS}): {ours:.3f} s, floor {floor_med:.3f} s ({ours / floor_med:.2f}x)")
-    print(f"index size: {our_size / 1e6:.2f} MB, floor {floor_size / 1e6:.2f} MB ({our_size / floor_size:.2f}x)")
+    report_cost("", our_seconds, our_size, floor_seconds, floor_size)
+    if args.copies > 1:
+        copies = args.work / f"copies-{args.copies}"
+        if not copies.is_dir():
+            for n in range(args.copies):
+                shutil.copytree(src, copies / f"copy{n}")
+        _, our_seconds, our_size = our_index(copies, args.work / "copies-index")
+        floor_seconds, floor_size = floor_index(copies, args.work / "copies-floor.sqlite3")
+        report_cost(f"{args.copies} copies of the tree, ", our_seconds, our_size, floor_seconds, floor_size)
     results = {
         "this project": score(our_ranking(db_path), spec["questions"], args.verbose, "ours"),
         "floor (FTS5 over whole files)": score(floor_ranking(args.work / "floor.sqlite3", frozenset(STOPWORDS)), spec["questions"], args.verbose, "floor"),
