@@ -242,3 +242,10 @@ def test_each_definition_of_some_length_is_a_row_of_its_own() -> None:
     assert [row.heading for row in small] == ["def a"]  # short definitions share a row
     prose = sections(text_content(text.replace("def ", "# "), "steps.md"))
     assert len(prose) == 1
+
+
+def test_python_definitions_under_if_try_and_with_are_found() -> None:
+    text = ("try:\n    import fast\nexcept ImportError:\n    def fast():\n        pass\nelse:\n    def slow():\n        pass\n"
+            "if True:\n    class Guarded:\n        def method(self):\n            x = [lambda: 1 for _ in range(2)]\n"
+            "with open('x') as f:\n    def opened():\n        pass\n")
+    assert outline_of("guarded.py", text)[0] == [(1, "def fast"), (1, "def slow"), (1, "class Guarded"), (2, "def method"), (1, "def opened")]
