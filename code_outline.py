@@ -7,8 +7,8 @@ something (``class X``, ``func (r *T) Name(``, ``fn name``, ``function name``, `
 indented. What it does not understand is text: a file it finds no definition in is one section.
 
 The reader is one linear regex pass over the text between two added newlines (as markup.py reads
-Markdown), looking at most MAX_SIGNATURE_CHARS into a line, so a 10 MB one-line file or 100,000
-nested braces cost one pass. ``ast`` recurses: its RecursionError and MemoryError mean the
+Markdown), each of its quantifiers bounded (a few hundred characters into a line), so a 10 MB
+one-line file or 100,000 nested braces cost one pass. ``ast`` recurses: its RecursionError and MemoryError mean the
 keyword reader is used instead, and only files under MAX_AST_CHARS go to it at all.
 
 A file's title is its module docstring's or first comment's first sentence (shebang lines, coding
@@ -22,6 +22,7 @@ import posixpath
 import re
 from collections.abc import Iterator
 
+from formats import MAX_TITLE_CHARS
 from markup import MAX_HEADINGS, HeadingAt
 
 #: Files read as code, by extension (lower case).
@@ -34,14 +35,12 @@ CODE_EXTENSIONS = frozenset({
 })
 #: A Python file longer than this is read by the keyword reader: ``ast`` holds the whole tree.
 MAX_AST_CHARS = 4 << 20
-#: A definition's line is looked at this far, and its heading keeps this much of the name.
-MAX_SIGNATURE_CHARS = 300
+#: A heading keeps this much of a definition's name.
 MAX_NAME_CHARS = 120
 #: Headings nest this deep at most (the outline's levels, as Markdown's).
 MAX_LEVEL = 6
 #: A title is looked for in the comments of this many leading characters.
 TITLE_LOOKUP_CHARS = 8192
-MAX_TITLE_CHARS = 200
 #: A comment of fewer words is a marker ("Module dependencies."), not what the file is.
 MIN_TITLE_WORDS = 3
 
@@ -50,7 +49,6 @@ _MODIFIERS = (
     r"|unsafe|extern|inline|virtual|partial|readonly|suspend|data|inner|local|pub(?:\([\w:]{1,40}\))?"
     r"|const|declare|fileprivate|mutating|synchronized|native|transient|strictfp|friend|explicit)[ \t]+){0,6}"
 )
-_NAME = r"[A-Za-z_$][\w$]{0,119}"
 # Each alternative starts after a line's indentation; the named groups give the heading.
 _DEFINITION = re.compile(
     r"\n(?P<indent>[ \t]{0,200})(?:"
@@ -76,7 +74,7 @@ _GO_RECEIVER = re.compile(r"\(\s*(?:\w+\s+)?\*?\s*([\w.]+)")
 _NAME_END = re.compile(r"[\s(<{:=]")
 
 _LICENCE = re.compile(r"copyright|licen[cs]e|spdx|all rights reserved|permission is hereby|\(c\) \d{4}", re.I)
-#: Leading lines that are neither a comment nor code that ends the lookup for a title.
+#: Leading lines passed over when looking for a title: shebang, coding, build tags, "use strict", <?php.
 _CODING = re.compile(r"^#!|^#.*coding[:=]|^//\s*(?:go:build|\+build)|^['\"]use strict['\"]|^<\?php", re.I)
 #: A C preprocessor line: code, not a comment.
 _PREPROCESSOR = re.compile(r"^#\s*(?:include|define|if|ifdef|ifndef|pragma|import|region|endif|undef|error)\b")
