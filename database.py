@@ -83,7 +83,8 @@ def indexed_text(text: str) -> str:
 
 
 def _fts_row(rowid: int, title: str, heading: str, body: str) -> tuple[int, str, str, str]:
-    """A section's row as sections_fts is given it: inserting and deleting must give the same."""
+    """A section's row as sections_fts is given it: inserting (with the body's indexed_text made by
+    the loader) and deleting must give the same."""
     return rowid, indexed_text(title), indexed_text(heading), indexed_text(body)
 
 
@@ -898,14 +899,14 @@ class IndexWriter:
             self.conn.executemany("INSERT OR IGNORE INTO file_tags (tag, file_id) VALUES (?, ?)", ((tag.lower(), file_id) for tag in loaded.tags))
 
     def _insert_sections(self, file_id: int, loaded: LoadedFile) -> None:
-        title, first = loaded.title, section_id(file_id, 0)
+        title, first = indexed_text(loaded.title), section_id(file_id, 0)
         self.conn.executemany(
             "INSERT INTO sections (id, start_line, end_line, heading, body, said, outline) VALUES (?, ?, ?, ?, ?, ?, ?)",
             [(first + n, start, end, heading, stored, said, outline) for n, (start, end, heading, _, stored, said, outline) in enumerate(loaded.sections)],
         )
         self.conn.executemany(
             "INSERT INTO sections_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
-            [_fts_row(first + n, title, section[2], section[3]) for n, section in enumerate(loaded.sections)],
+            [(first + n, title, indexed_text(section[2]), section[3]) for n, section in enumerate(loaded.sections)],
         )
 
     def _delete_sections(self, file_id: int) -> None:

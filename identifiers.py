@@ -10,15 +10,20 @@ of the text. Shown text and snippets never carry them.
 from __future__ import annotations
 
 import re
+import string
 
-#: A capital that follows a lower-case letter or digit (``eQ``, ``2C``), or that starts a word
-#: after an acronym (the ``A`` of ``HTTPAdapter``). Starting with a character class, the scan
-#: skips through the text fast: ~12 ms per MB of prose.
-_CASE_CHANGE = re.compile(r"[A-Z](?:(?<=[a-z0-9].)|(?=[A-Z][a-z]))")
-_WORD_BEFORE = re.compile(r"[A-Za-z0-9]*\Z")
-_WORD_FROM = re.compile(r"[A-Za-z0-9]*")
+#: Each ASCII character as its class: "a" a lower-case letter or digit, "A" a capital, " " any
+#: other (non-ASCII characters stay themselves: letters of a word). The text is classed once by
+#: str.translate, and case changes are then found as plain substrings: in C, ~30 ms per MB of code.
+_CLASSES = str.maketrans({
+    **{chr(code): " " for code in range(128)},
+    **{character: "a" for character in string.ascii_lowercase + string.digits},
+    **{character: "A" for character in string.ascii_uppercase},
+})
+#: A capital after a lower-case letter or digit (``eQ``), and a capital that starts a word after
+#: an acronym (the ``A`` of ``HTTPAdapter``): where each is found, the capital is one further on.
+_CASE_CHANGES = (re.compile("aA"), re.compile("AAa"))
 _PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
 #: A longer run of letters and digits is no identifier (a hash, a base64 blob): its parts are not added.
 MAX_IDENTIFIER_CHARS = 100
 
@@ -26,14 +31,18 @@ MAX_IDENTIFIER_CHARS = 100
 def identifier_parts(text: str) -> str:
     """The parts of each camelCase identifier in ``text``, space-separated, "" if none. Each word of
     the text is looked at once, whatever its length."""
+    classes = text.translate(_CLASSES)
+    changes = sorted(found.start() + 1 for pattern in _CASE_CHANGES for found in pattern.finditer(classes))
     parts: list[str] = []
     position = 0
-    while found := _CASE_CHANGE.search(text, position):
-        at = found.start()
+    for at in changes:
+        if at < position:
+            continue  # in the word just read
         window = max(0, at - MAX_IDENTIFIER_CHARS)
-        start = at - len(_WORD_BEFORE.search(text, window, at)[0])
-        end = _WORD_FROM.match(text, at).end()
-        if end - start <= MAX_IDENTIFIER_CHARS and (start == 0 or text[start - 1] not in _ALNUM):
+        start = classes.rfind(" ", window, at) + 1
+        end = classes.find(" ", at)
+        end = len(text) if end < 0 else end
+        if (start or not window) and end - start <= MAX_IDENTIFIER_CHARS:
             parts.extend(_PART.findall(text, start, end))
         position = end
     return " ".join(parts)

@@ -235,7 +235,8 @@ class DiskFile(NamedTuple):
     ctime_ns: int
 
 
-#: A section as the index stores it: (start_line, end_line, heading, body, the body compressed
+#: A section as the index stores it: (start_line, end_line, heading, the body as FTS5 is given it
+#: (database.indexed_text: made by the loader, off the writer's path), the body compressed
 #: (database.compress), its said key (sections.said_key: copies of a text share it, so a search
 #: groups them without reading their text), its outline as stored (database.outline_text)).
 #: A plain tuple: loader processes send thousands of them, and a tuple is the cheapest to pickle.

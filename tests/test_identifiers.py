@@ -75,3 +75,13 @@ def test_hostile_text_is_read_once(text: str) -> None:
     started = time.process_time()
     identifier_parts(text)
     assert time.process_time() - started < 5
+
+
+def test_a_changed_file_forgets_its_identifiers_parts(indexed: ServerConfig, source: Path) -> None:
+    write(source, "camel.md", "Nothing of the kind now.")
+    write(source, "dotted.md", "Nothing of the kind here either.")
+    writer = IndexWriter(indexed.db_path)
+    assert TextIndexer(indexed, writer).scan()["success"]
+    writer.close()
+    assert paths(indexed, "parse query string") == {"snake.md", "kebab.md"}
+    assert paths(indexed, "parseQueryString") == set()
