@@ -26,7 +26,8 @@ from typing import Any
 
 from exceptions import ConfigError
 from ignore_rules import MAX_EXCLUDE_PATTERNS, MAX_PATTERN_CHARS, PatternError, compile_exclude_patterns
-from models import SOURCE_NAME, ServerConfig, Source, default_source_name, identity
+from code_outline import CODE_EXTENSIONS
+from models import SOURCE_NAME, SOURCE_SETTINGS, ServerConfig, Source, default_source_name, identity
 
 PROJECT_DIR = Path(__file__).resolve().parent
 #: The CPUs this process may run on (its affinity, not the machine's count): sizes the indexer's
@@ -71,11 +72,17 @@ FLAGS: dict[str, str] = {
     "exclude_patterns": "--exclude-patterns",
     "index_notebook_outputs": "--index-notebook-outputs",
 }
-#: The config file also takes ``sources``: {"name": "folder", ...}, beside or instead of source_directory.
+#: The config file also takes ``sources``: {"name": "folder", ...}, beside or instead of source_directory;
+#: a source may be {"path": "folder", ...} with its own settings of models.SOURCE_SETTINGS.
 KNOWN_KEYS = frozenset(ENV_VARS) | {"sources"}
 #: At most this many sources per server: each has its own loop thread and inotify instance
 #: (a user has 128 of those by default, fs.inotify.max_user_instances).
 MAX_SOURCES = 32
+#: Named sets of extensions, written ``@name`` among included_extensions (``--include-ext @code``).
+#: A source tree: its code (code_outline.CODE_EXTENSIONS), its docs and its configuration.
+EXTENSION_PRESETS: dict[str, tuple[str, ...]] = {
+    "code": (*sorted(CODE_EXTENSIONS), ".md", ".markdown", ".rst", ".txt", ".toml", ".yaml", ".yml", ".cfg", ".ini"),
+}
 #: What a source's name may be (models.SOURCE_NAME), as messages say it.
 NAME_RULE = "letters, digits, '.', '_', '-' (up to 64, a letter or digit first)"
 
@@ -236,6 +243,9 @@ def _sources(values: dict[str, _Value], index_dir: Path) -> tuple[Source, ...]:
         raise ConfigError("sources", f"at most {MAX_SOURCES} sources, got {len(named)}", named[0][2].origin)
     sources: list[Source] = []
     for name, raw, value in named:
+        settings: tuple[tuple[str, object], ...] = ()
+        if isinstance(raw, dict) and name:
+            raw, settings = _source_settings(name, raw, value)
         folder = _source_folder(_Value(raw, value.origin, value.base_dir, value.textual), name)
         name = name or _unique(default_source_name(folder), {s.name for s in sources} | {n for n, _, _ in named if n})
         if any(s.name == name for s in sources):
@@ -249,8 +259,34 @@ def _sources(values: dict[str, _Value], index_dir: Path) -> tuple[Source, ...]:
                                   " folders side by side", value.origin)
         if is_under(folder, index_dir):
             raise ConfigError("sources", f"{folder} is the index folder {index_dir} or inside it: index another folder", value.origin)
-        sources.append(Source(name, folder, identity(os.stat(folder))))
+        sources.append(Source(name, folder, identity(os.stat(folder)), settings))
     return tuple(sources)
+
+
+def _source_settings(name: str, entry: dict[str, object], value: _Value) -> tuple[object, tuple[tuple[str, object], ...]]:
+    """A source given as {"path": folder, setting: value, ...}: its folder as given and its own
+    settings (models.SOURCE_SETTINGS), validated as the server-wide ones are."""
+    key = f"sources.{name}"
+    if "path" not in entry:
+        raise ConfigError(key, f'needs "path", the folder: {{"path": "~/repo", "included_extensions": "@code"}}', value.origin)
+    unknown = sorted(set(entry) - {"path", *SOURCE_SETTINGS})
+    if unknown:
+        raise ConfigError(key, f"unknown setting {unknown[0][:80]!r}; a source may set path, {', '.join(SOURCE_SETTINGS)}", value.origin)
+    given = {setting: _Value(raw, value.origin, value.base_dir, value.textual) for setting, raw in entry.items() if setting != "path"}
+    readers = {
+        "included_extensions": lambda v: _extensions(v, "included_extensions", ()),
+        "excluded_extensions": lambda v: _extensions(v, "excluded_extensions", ()),
+        "max_file_size_mb": lambda v: _file_size(v, 0.0),
+        "include_hidden": lambda v: _boolean(v, "include_hidden", False),
+        "respect_gitignore": lambda v: _boolean(v, "respect_gitignore", True),
+        "exclude_patterns": lambda v: _patterns(v, ()),
+        "index_notebook_outputs": lambda v: _boolean(v, "index_notebook_outputs", False),
+    }
+    try:
+        settings = tuple((setting, readers[setting](given[setting])) for setting in SOURCE_SETTINGS if setting in given)
+    except ConfigError as exc:
+        raise ConfigError(f"{key}.{exc.key}", exc.problem, value.origin) from None
+    return entry["path"], settings
 
 
 def _named_folders(values: dict[str, _Value]) -> list[tuple[str | None, object, _Value]]:
@@ -364,12 +400,17 @@ def _extensions(value: _Value | None, key: str, default: tuple[str, ...]) -> tup
     if value is None:
         return default
     raw = value.raw
-    items = raw.split(",") if isinstance(raw, str) and value.textual else raw
+    items = raw.split(",") if isinstance(raw, str) and (value.textual or raw.startswith("@")) else raw
     if not isinstance(items, (list, tuple)) or not all(isinstance(item, str) for item in items):
         raise ConfigError(key, f"must be a list of extensions like [\".md\", \".txt\"], got {_shown(raw)}", value.origin)
     result = []
     for item in items:
         ext = item.strip().lower()
+        if ext.startswith("@") and key == "included_extensions":
+            if ext[1:] not in EXTENSION_PRESETS:
+                raise ConfigError(key, f"{item[:80]!r} is not a preset; the presets: {', '.join('@' + p for p in EXTENSION_PRESETS)}", value.origin)
+            result.extend(EXTENSION_PRESETS[ext[1:]])
+            continue
         if not ext:
             if value.textual:
                 continue  # tolerate "a,,b" and a trailing comma in env/flag lists

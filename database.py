@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from exceptions import Cancelled, IndexUnavailableError
+from identifiers import identifier_parts
 from models import DB_SUFFIX, INDEX_FORMAT, LoadedFile, Signature, StoredFile
 
 logger = logging.getLogger(__name__)
@@ -90,8 +91,21 @@ def fts_text(text: str) -> str:
     return text if text.isascii() or not CJK_WORD.search(text) else _CJK_PAIR.sub(CJK_SEPARATOR, text)
 
 
+def indexed_text(text: str) -> str:
+    """``text`` as the index is given it: fts_text, and the words inside its camelCase identifiers
+    after it (identifiers.py). A snippet is cut from fts_text alone: these words are never shown."""
+    parts = identifier_parts(text)
+    return fts_text(f"{text}\n{parts}" if parts else text)
+
+
 def _fts_row(rowid: int, title: str, heading: str, body: str) -> tuple[int, str, str, str]:
-    """A section's row as sections_fts is given it: inserting and deleting must give the same."""
+    """A section's row as sections_fts is given it: inserting (with the body's indexed_text made by
+    the loader) and deleting must give the same."""
+    return rowid, indexed_text(title), indexed_text(heading), indexed_text(body)
+
+
+def _shown_row(rowid: int, title: str, heading: str, body: str) -> tuple[int, str, str, str]:
+    """A section's row as a snippet is cut from it (with its words as written only)."""
     return rowid, fts_text(title), fts_text(heading), fts_text(body)
 
 
@@ -901,14 +915,14 @@ class IndexWriter:
             self.conn.executemany("INSERT OR IGNORE INTO file_tags (tag, file_id) VALUES (?, ?)", ((tag.lower(), file_id) for tag in loaded.tags))
 
     def _insert_sections(self, file_id: int, loaded: LoadedFile) -> None:
-        title, first = loaded.title, section_id(file_id, 0)
+        title, first = indexed_text(loaded.title), section_id(file_id, 0)
         self.conn.executemany(
             "INSERT INTO sections (id, start_line, end_line, heading, body, said, outline) VALUES (?, ?, ?, ?, ?, ?, ?)",
             [(first + n, start, end, heading, stored, said, outline) for n, (start, end, heading, _, stored, said, outline) in enumerate(loaded.sections)],
         )
         self.conn.executemany(
             "INSERT INTO sections_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
-            [_fts_row(first + n, title, section[2], section[3]) for n, section in enumerate(loaded.sections)],
+            [(first + n, title, indexed_text(section[2]), section[3]) for n, section in enumerate(loaded.sections)],
         )
 
     def _delete_sections(self, file_id: int) -> None:
@@ -1597,6 +1611,12 @@ def stored_file(conn: sqlite3.Connection, path: str) -> StoredFile | None:
     return StoredFile(*row) if row else None
 
 
+def paths_of(conn: sqlite3.Connection, file_ids: Iterable[int]) -> dict[int, str]:
+    """The paths (index keys) of the files ``file_ids`` that are indexed."""
+    rows = conn.execute("SELECT id, path FROM files WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(list(file_ids)),))
+    return dict(rows.fetchall())
+
+
 def files_named(conn: sqlite3.Connection, name: str, most: int, scope: Scope = EVERY_FILE) -> list[int]:
     """The ids of the files of ``scope`` (at most ``most``, by path) whose name, name without its
     extension, or title is ``name`` (ASCII letters in any case), that have sections. Three lookups
@@ -1677,7 +1697,7 @@ def snippets(
         conn.execute("DELETE FROM temp.snippet_fts")
         conn.executemany(
             "INSERT INTO temp.snippet_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
-            [_fts_row(rowid, *text) for rowid, text in texts.items()],
+            [_shown_row(rowid, *text) for rowid, text in texts.items()],
         )
         rows = conn.execute(
             "SELECT rowid, snippet(snippet_fts, 2, ?, ?, '…', ?) FROM temp.snippet_fts WHERE snippet_fts MATCH ?",

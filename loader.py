@@ -62,7 +62,8 @@ def load_file(root: Path, rel: str, how: Reading) -> LoadedFile:
     raw = read_regular_file(root, rel, how.max_bytes)
     content = file_content(rel, raw.data, how.notebook_outputs, max_text=how.max_bytes)
     rows = [
-        (s.start_line, s.end_line, s.heading, s.body, database.compress(s.body), said_key(s.body), database.outline_text(s.outline))
+        (s.start_line, s.end_line, s.heading, database.indexed_text(s.body), database.compress(s.body), said_key(s.body),
+         database.outline_text(s.outline))
         for s in sections(content)
     ]
     return LoadedFile(

@@ -21,7 +21,7 @@ from typing_extensions import NotRequired, TypedDict
 
 #: This release, in one place: sent as the MCP serverInfo.version and shown by --version. It moves
 #: with every change set users can see, and CHANGELOG.md's newest heading names it.
-VERSION = "0.6.0"
+VERSION = "0.7.0"
 DB_SUFFIX = ".sqlite3"
 #: The layout of an index file (database.SCHEMA_VERSION). Part of the file's name, with the
 #: settings: two installs of different versions never take each other's index for a damaged one.
@@ -32,7 +32,8 @@ DB_SUFFIX = ".sqlite3"
 #: 8: several sources in one index (keys after their names); front matter tags kept per file.
 #: 9: each section's outline stored (models.Section): hits name the heading span that answers in
 #: every format, in any row. 10: outlines stored as JSON text (zlib gained little on them).
-INDEX_FORMAT = 10
+#: 11: code files' definitions are their headings and their docstring or first comment their title.
+INDEX_FORMAT = 11
 
 
 class Source(NamedTuple):
@@ -43,12 +44,21 @@ class Source(NamedTuple):
     name: str
     directory: Path
     identity: str | None = None
+    #: This source's own file-selection settings (SOURCE_SETTINGS: value), over the server's.
+    settings: tuple[tuple[str, object], ...] = ()
 
 
 def identity(st: os.stat_result) -> str:
     """A folder's device and inode: they change when a file system is mounted over it or unmounted
     from it, or the folder is replaced by another."""
     return f"{st.st_dev}:{st.st_ino}"
+
+
+#: The settings a source may have of its own, in the config file's ``sources``: which files it indexes and how they are read.
+SOURCE_SETTINGS = (
+    "included_extensions", "excluded_extensions", "max_file_size_mb", "include_hidden", "respect_gitignore",
+    "exclude_patterns", "index_notebook_outputs",
+)
 
 
 #: What a source's name may be: it is typed by agents and people, and it never needs quoting.
@@ -79,6 +89,8 @@ class ServerConfig:
     #: Index the outputs of notebook cells too, not only their sources.
     index_notebook_outputs: bool = False
     sources: tuple[Source, ...] = ()
+    #: The config this one was made from by for_source: the index (db_path) is that config's.
+    shared: ServerConfig | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.sources:
@@ -95,8 +107,10 @@ class ServerConfig:
         return next((s for s in self.sources if s.directory == self.source_directory), self.sources[0])
 
     def for_source(self, source: Source) -> ServerConfig:
-        """This config, about ``source``: what its indexer and watcher use."""
-        return replace(self, source_directory=source.directory)
+        """This config, about ``source``, with the source's own settings: what its indexer, watcher
+        and get_document use. Its index is this config's."""
+        shared = self.shared or self
+        return replace(shared, source_directory=source.directory, shared=shared, **dict(source.settings))
 
     def key(self, collection: str, path: str) -> str:
         """The index's key of a file: its path, after its source's name when there are several."""
@@ -137,6 +151,8 @@ class ServerConfig:
             settings["exclude_patterns"] = list(self.exclude_patterns)
         if self.index_notebook_outputs:
             settings["index_notebook_outputs"] = True
+        if any(source.settings for source in self.sources):
+            settings["sources"] = {source.name: dict(source.settings) for source in self.sources if source.settings}
         return settings
 
     @property
@@ -148,6 +164,8 @@ class ServerConfig:
         different settings (or index formats) each keep their own index instead of rewriting
         each other's. Servers with the same sources share one (one writer at a time).
         """
+        if self.shared is not None:
+            return self.shared.db_path
         if self.several:
             identity = json.dumps(sorted((s.name, str(s.directory)) for s in self.sources), ensure_ascii=True)
             stem = "+".join(sorted(s.name for s in self.sources))
@@ -217,7 +235,8 @@ class DiskFile(NamedTuple):
     ctime_ns: int
 
 
-#: A section as the index stores it: (start_line, end_line, heading, body, the body compressed
+#: A section as the index stores it: (start_line, end_line, heading, the body as FTS5 is given it
+#: (database.indexed_text: made by the loader, off the writer's path), the body compressed
 #: (database.compress), its said key (sections.said_key: copies of a text share it, so a search
 #: groups them without reading their text), its outline as stored (database.outline_text)).
 #: A plain tuple: loader processes send thousands of them, and a tuple is the cheapest to pickle.

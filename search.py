@@ -305,7 +305,7 @@ def _rank_enough(
     while True:
         ranked, feedback, files_matched = rank(run, parsed, plan, window, need)
         reading = query_reading(parsed, plan, feedback)
-        ranked = names_first(run, asking.query, plan, with_weighed_words(run.conn, reading, ranked))
+        ranked = tests_below(run.conn, asking.query, names_first(run, asking.query, plan, with_weighed_words(run.conn, reading, ranked)))
         groups = _first_groups(run.conn, ranked, wanted + 1, asking, loaded)
         if len(groups) > wanted or window >= MAX_RANKED_FILES:
             break  # (past MAX_RANKED_FILES files of copies, further results are not looked for)
@@ -495,6 +495,28 @@ def _boost_named_words(run: Searching, query: str, ranked: list[tuple[int, float
     if not boosted:
         return ranked
     rescored = [(rowid, score * NAME_BOOST if database.file_id_of(rowid) in boosted else score) for rowid, score in ranked]
+    return sorted(rescored, key=lambda hit: -hit[1])
+
+
+#: Test files (by path: tests/, test_*.py, *_test.go, *.spec.ts, ...) are scored this share of
+#: their score, so that the code they test leads, unless the query says test or spec.
+TEST_FILE_SHARE = 0.5
+_TEST_PATH = re.compile(
+    r"(?:^|/)(?:tests?|__tests__|testing|specs?)/|(?:^|/)(?:test_[^/]*|conftest\.py|[^/]*(?:_test|_spec|Tests?)\.\w+"
+    r"|[^/]*\.(?:test|spec)\.\w+)$",
+)
+_ASKS_FOR_TESTS = frozenset({"test", "tests", "testing", "tested", "spec", "specs", "unittest", "pytest", "conftest"})
+
+
+def tests_below(conn: sqlite3.Connection, query: str, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """``ranked`` with test files' scores scaled by TEST_FILE_SHARE, unless the query asks for tests."""
+    if not ranked or _ASKS_FOR_TESTS.intersection(word.lower() for word in _WORD.findall(query[:MAX_QUERY_CHARS])):
+        return ranked
+    paths = database.paths_of(conn, {database.file_id_of(rowid) for rowid, _ in ranked})
+    tests = {file_id for file_id, path in paths.items() if _TEST_PATH.search(path)}
+    if not tests:
+        return ranked
+    rescored = [(rowid, score * TEST_FILE_SHARE if database.file_id_of(rowid) in tests else score) for rowid, score in ranked]
     return sorted(rescored, key=lambda hit: -hit[1])
 
 

@@ -67,7 +67,8 @@ def load(root: Path, rel: str, stages: Stages) -> LoadedFile:
     outlines = stages.timed(LOADER, "outlines", lambda: [database.outline_text(s.outline) for s in split])
     sketched = stages.timed(LOADER, "sketch", lambda: sketch(content.text))
     tags = stages.timed(LOADER, "tags", lambda: front_matter_tags(content.padded))
-    rows = [(s.start_line, s.end_line, s.heading, s.body, *more) for s, *more in zip(split, stored, said, outlines)]
+    indexed = stages.timed(LOADER, "identifier parts", lambda: [database.indexed_text(s.body) for s in split])
+    rows = [(s.start_line, s.end_line, s.heading, *more) for s, *more in zip(split, indexed, stored, said, outlines)]
     return LoadedFile(
         path=rel, mtime_ns=raw.mtime_ns, size=raw.size, inode=raw.inode, ctime_ns=raw.ctime_ns, content_hash=raw.content_hash,
         read_at_ns=raw.read_at_ns, encoding=content.encoding, fallback_decoded=content.fallback_decoded, title=content.title,
