@@ -39,7 +39,8 @@ QUERY_WEIGHT = 1.2
 AGREEMENT = 0.25
 #: The phrasings are searched on this many threads at once.
 PHRASING_THREADS = USABLE_CPUS
-#: Each phrasing is ranked this deep (at least), so that fused places below the page are known.
+#: Each phrasing is ranked this deep, whatever the page asked for, so that consecutive pages are cut
+#: from one fused list (at most this many times the phrasings' answers) and never repeat a file.
 FUSION_DEPTH = 20
 
 
@@ -77,7 +78,7 @@ def fused_search(
         raise QueryError(query, f"limit must be a whole number from 1 to {MAX_LIMIT}, got {limit!r}")
     if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= MAX_OFFSET:
         raise ArgumentError("offset", f"must be a whole number from 0 to {MAX_OFFSET:,}, got {offset!r}")
-    depth = min(MAX_LIMIT, max(FUSION_DEPTH, offset + limit + 1))
+    depth = FUSION_DEPTH  # the same for every page and limit: pages are cut from one fused list
 
     def searched(text: str) -> SearchReply | QueryError:
         try:
@@ -145,7 +146,7 @@ def _fused(replies: list[tuple[float, SearchReply]], offset: int, limit: int, sk
         results.append(hit)
     first = replies[0][1]
     warnings = list(dict.fromkeys([*skipped, *(warning for _, reply in replies for warning in reply["warnings"])]))
-    has_more = len(ranked) > offset + limit or any(reply["has_more"] for _, reply in replies)
+    has_more = len(ranked) > offset + limit
     return {
         "query": first["query"], "results": results,  # type: ignore[typeddict-item]
         "files_matched": max(max(reply["files_matched"] for _, reply in replies), len(ranked)),

@@ -71,3 +71,24 @@ async def test_one_search_with_alternatives_finds_what_each_phrasing_finds_once(
     cli = subprocess.run([sys.executable, str(MAIN_PY), "search", "falcon", "--alt", "birds of prey", "--json",
                           "--source", str(source), "--index-dir", str(tmp_path / "idx")], capture_output=True, text=True, timeout=60)
     assert {found["path"] for found in json.loads(cli.stdout)["results"]} == {"kestrel.md", "raptors.md", "owls.md"}, cli.stderr
+
+
+def test_pages_of_a_fused_search_never_repeat_a_file(source: Path, tmp_path: Path) -> None:
+    from database import IndexWriter
+    from indexer import TextIndexer
+    from models import ServerConfig
+    from phrasings import fused_search
+
+    for n in range(40):
+        write(source, f"t{n % 4}/doc{n}.md", f"# Doc {n}\n\nwidget {'timeout ' * (n % 3)}{'kernel ' * (n % 5)} number{n}\n")
+    config = ServerConfig(source_directory=source.resolve(), index_output_directory=(tmp_path / "idx").resolve())
+    writer = IndexWriter(config.db_path)
+    TextIndexer(config, writer).scan()
+    writer.close()
+    seen: list[str] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = fused_search(config.db_path, "widget", 7, offset=offset, alternatives=["timeout kernel", "kernel"])
+        seen += [hit["path"] for hit in page["results"]]
+        offset = page["next_offset"]
+    assert len(seen) == len(set(seen)) and len(seen) >= 20, seen
