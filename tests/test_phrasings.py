@@ -12,7 +12,9 @@ import pytest
 from mcp import Client
 
 from exceptions import ArgumentError
-from phrasings import AGREEMENT, MAX_ALTERNATIVES, RANK_OFFSET, _fused, alternatives_given
+from indexer import TextIndexer
+from models import ServerConfig
+from phrasings import AGREEMENT, MAX_ALTERNATIVES, RANK_OFFSET, _fused, alternatives_given, fused_search
 from tests.conftest import MAIN_PY, write
 from tests.mcp_client import call, server_params, wait_for
 
@@ -73,18 +75,10 @@ async def test_one_search_with_alternatives_finds_what_each_phrasing_finds_once(
     assert {found["path"] for found in json.loads(cli.stdout)["results"]} == {"kestrel.md", "raptors.md", "owls.md"}, cli.stderr
 
 
-def test_pages_of_a_fused_search_never_repeat_a_file(source: Path, tmp_path: Path) -> None:
-    from database import IndexWriter
-    from indexer import TextIndexer
-    from models import ServerConfig
-    from phrasings import fused_search
-
+def test_pages_of_a_fused_search_never_repeat_a_file(source: Path, indexer: TextIndexer, config: ServerConfig) -> None:
     for n in range(40):
         write(source, f"t{n % 4}/doc{n}.md", f"# Doc {n}\n\nwidget {'timeout ' * (n % 3)}{'kernel ' * (n % 5)} number{n}\n")
-    config = ServerConfig(source_directory=source.resolve(), index_output_directory=(tmp_path / "idx").resolve())
-    writer = IndexWriter(config.db_path)
-    TextIndexer(config, writer).scan()
-    writer.close()
+    indexer.scan()
     seen: list[str] = []
     offset: int | None = 0
     while offset is not None:
