@@ -91,14 +91,25 @@ def answering_spans(conn: sqlite3.Connection, highlights: Sequence[Sequence[str]
     by the heading span of its file (sections.HeadingSpan) that holds the words of the first of
     ``highlights`` it matches best (_span_scores): its heading, lines and text. A section is kept as
     it is when its file has no headings or no span matches."""
-    first = list(sections.items())[:MAX_ANSWERING_HITS]
-    spans = {rowid: heading_spans(_file_rows(conn, rowid)) for rowid, _ in first}
-    spans = {rowid: found for rowid, found in spans.items() if found}
+    words = list(dict.fromkeys(part for parts in highlights for part in parts))
+    spans: dict[int, list[HeadingSpan]] = {}
+    rows_of: dict[int, list[tuple[int, int, int, str, list]]] = {}
+    for rowid, _ in list(sections.items())[:MAX_ANSWERING_HITS] if words else ():
+        rows = database.file_sections(conn, rowid, MAX_FILE_SECTIONS // 2, MAX_FILE_SECTIONS)
+        found = heading_spans([(start, end, visible_text(body), _visible_outline(outline)) for _, start, end, body, outline in rows])
+        if found:
+            spans[rowid], rows_of[rowid] = found, rows
+    # A prefix is expanded again by each lookup of the index (~0.4 ms each): its spans are all looked at.
+    if spans and not any(word.endswith("*") for word in words):
+        matched = database.sections_matching(conn, words, [(rows[0][0], rows[-1][0]) for rows in rows_of.values()])
+        looked_at = {rowid: _may_match(spans[rowid], rows, matched) for rowid, rows in rows_of.items()}
+    else:
+        looked_at = {rowid: [True] * len(found) for rowid, found in spans.items()}
     narrowed = dict(sections)
     for parts in highlights:
         if not parts or not spans:
             continue
-        scores = _span_scores(conn, list(dict.fromkeys(parts)), spans)
+        scores = _span_scores(conn, list(dict.fromkeys(parts)), spans, looked_at)
         for rowid in {rowid for rowid, _ in scores}:
             best = max(range(len(spans[rowid])), key=lambda number: (*scores.get((rowid, number), (0.0, 0.0)), -number))
             span = spans.pop(rowid)[best]
@@ -108,8 +119,21 @@ def answering_spans(conn: sqlite3.Connection, highlights: Sequence[Sequence[str]
     return narrowed
 
 
+def _may_match(spans: list[HeadingSpan], rows: Sequence[tuple[int, int, int, str, list]], matched: set[int]) -> list[bool]:
+    """Whether each of a file's ``spans`` may hold a searched word, given the ``matched`` ids of its
+    ``rows`` (database.file_sections) the index found one in: a span inside one section that holds
+    none holds none either. A span over several sections (a phrase may run across their boundary)
+    or at the first row's start (its heading may lie before the rows read) may, whatever."""
+    top = rows[0][1]
+    may = []
+    for span in spans:
+        over = [rowid in matched for rowid, start, end, _, _ in rows if span.start_line <= end and span.end_line >= start]
+        may.append(span.start_line <= top or len(over) != 1 or over[0])
+    return may
+
+
 def _span_scores(
-    conn: sqlite3.Connection, words: list[str], spans: dict[int, list[HeadingSpan]]
+    conn: sqlite3.Connection, words: list[str], spans: dict[int, list[HeadingSpan]], looked_at: dict[int, list[bool]]
 ) -> dict[tuple[int, int], tuple[float, float]]:
     """(score, share) of each span that ``words`` (FTS5 expressions) match, by (hit, span number).
 
@@ -121,7 +145,10 @@ def _span_scores(
     keys = [(rowid, number) for rowid, found in spans.items() for number in range(len(found))]
     own_names = [spans[rowid][number].path[-1] if spans[rowid][number].path else "" for rowid, number in keys]
     over = list(dict.fromkeys(name for rowid, number in keys for name in spans[rowid][number].path[:-1]))
-    texts = {index: (own_names[index], spans[rowid][number].text) for index, (rowid, number) in enumerate(keys)}
+    texts = {
+        index: (own_names[index], spans[rowid][number].text)
+        for index, (rowid, number) in enumerate(keys) if looked_at[rowid][number]
+    }
     texts.update({len(keys) + index: (name, "") for index, name in enumerate(over)})  # the headings over spans, alone
     in_text: dict[int, set[int]] = {}  # text -> the words it holds, in its heading or body
     in_heading: dict[int, set[int]] = {}  # text -> the words its heading holds
@@ -147,15 +174,6 @@ def _span_scores(
             score = sum(rarities[word].get(rowid, math.log(2)) * (1 + HEADING_WEIGHT * (word in heading)) for word in sorted(found))
             scores[(rowid, number)] = (score, len(own) / max(1, len(_WORDS.findall(own_names[index]))))
     return scores
-
-
-def _file_rows(conn: sqlite3.Connection, rowid: int) -> list[tuple[int, int, str, list[tuple[int, int, str]]]]:
-    """The sections around ``rowid`` in its file, as a reply may show them (see heading_spans)."""
-    rows = database.file_sections(conn, rowid, MAX_FILE_SECTIONS // 2, MAX_FILE_SECTIONS)
-    return [
-        (start, end, visible_text(body), _visible_outline(outline))
-        for start, end, body, outline in rows
-    ]
 
 
 def _visible_outline(outline: list[list]) -> list[tuple[int, int, str]]:

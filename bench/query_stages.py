@@ -32,9 +32,9 @@ STAGES: dict[ModuleType, tuple[str, ...]] = {
         "_rank_enough", "rank", "_first_groups", "_outdated", "names_first", "with_weighed_words", "plan_within_bounds",
         "answering_spans", "section_snippets", "feedback_words", "_sections_holding", "_result", "section_hit", "suggest",
     ),
-    snippets: ("heading_spans", "_file_rows", "_span_scores"),
+    snippets: ("heading_spans", "_may_match", "_span_scores"),
     database: (
-        "best_section_per_file", "best_section_of_every_file", "best_section_of_files", "files_with_each",
+        "best_section_per_file", "best_section_of_every_file", "sections_matching", "best_section_of_files", "files_with_each",
         "count_matching_files", "load_sections", "file_sections", "matching_texts", "estimated_matching_rows",
         "score_question", "best_question_hits", "best_with_feedback", "snippets", "stems", "query_words", "files_named",
     ),

@@ -12,8 +12,8 @@ from documents import document_reply
 from indexer import TextIndexer
 from models import ServerConfig
 from search import search
-from sections import heading_spans, split_sections
-from snippets import ELLIPSIS, SNIPPET_MAX_CHARS, bounded_snippet, clean_snippet, without_heading
+from sections import HeadingSpan, heading_spans, split_sections
+from snippets import ELLIPSIS, SNIPPET_MAX_CHARS, _may_match, bounded_snippet, clean_snippet, without_heading
 from tests.conftest import write
 from tests.test_formats import docx_bytes, epub_bytes, odt_bytes, pptx_bytes, slide_xml, w_para, xhtml
 from tests.test_formats_indexed import assert_hit_lines_hold, every_format, scanned  # noqa: F401 (a fixture)
@@ -221,3 +221,36 @@ def test_page_title_words_name_no_section_and_a_heading_of_only_the_words_wins(i
     assert heading("Get-Item -Depth parameter", "Get-Item.md") == "Get-Item > PARAMETERS > -Depth"
     # A deeper heading that only repeats the title's word does not take the hit from its parent.
     assert heading("where does Widget save the command history file", "about_Widget.md") == "about_Widget > Notes > Command History"
+
+
+def test_a_phrase_across_a_rows_size_cut_names_the_heading_holding_it(indexer: TextIndexer, config: ServerConfig) -> None:
+    # Only the rows the index finds a searched word in have their spans read, and a span over
+    # two rows always is: here neither row holds the phrase, their span does.
+    paragraphs = [f"Paragraph {n} says aaaaa and then bbbbbbbb once." for n in range(560)]
+    def text_of(paragraphs: list[str]) -> str:
+        return "# Doc\n\nIntro.\n\n## First\n\n" + "\n\n".join(paragraphs) + "\n\n## Other\n\nA zebra crossing is here.\n"
+    rows = split_sections(text_of(paragraphs), "doc.md")[1]
+    assert [row.heading for row in rows] == ["Doc", "Doc > First", "Doc > First", "Doc > Other"]
+    last = next(n for n, paragraph in enumerate(paragraphs) if paragraph not in rows[1].body)  # the first in the next row
+    paragraphs[last - 1] = paragraphs[last - 1].replace("once.", "zebra")
+    paragraphs[last] = paragraphs[last].replace("Paragraph", "crossing", 1)
+    text = text_of(paragraphs)
+    rows = split_sections(text, "doc.md")[1]
+    assert rows[1].body.endswith("zebra") and rows[2].body.lstrip().startswith("crossing")
+    write(config.source_directory, "doc.md", text)
+    indexer.scan()
+    [hit] = search(config.db_path, '"zebra crossing"')["results"]
+    assert hit["heading"] == "Doc > First"  # the earlier of two spans holding it once
+
+
+def test_only_spans_that_may_hold_a_searched_word_are_read() -> None:
+    rows = [(7, 10, 20, "", []), (8, 21, 30, "", []), (9, 31, 40, "", [])]  # (id, first line, last line, ...)
+    spans = [
+        HeadingSpan("A", ("A",), 10, 14, ""),  # at the first row's start: its heading may be before the rows
+        HeadingSpan("B", ("B",), 15, 20, ""),  # inside row 7, which holds no searched word
+        HeadingSpan("C", ("C",), 21, 25, ""),  # inside row 8, which does
+        HeadingSpan("D", ("D",), 26, 33, ""),  # over rows 8 and 9
+        HeadingSpan("E", ("E",), 34, 40, ""),  # inside row 9, which holds none
+    ]
+    assert _may_match(spans, rows, {8}) == [True, False, True, True, False]
+    assert _may_match(spans, rows, set()) == [True, False, False, True, False]
