@@ -183,7 +183,11 @@ def query_first(words: list[str], parser: argparse.ArgumentParser) -> list[str]:
             kept.append(word)
             if takes_value[name] and "=" not in word and index + 1 < len(words):
                 index += 1
-                kept.append(words[index])
+                value = words[index]
+                if value.startswith("-") and word.startswith("--"):  # "--alt -draft": argparse would read an option
+                    kept[-1] = f"{word}={value}"
+                else:
+                    kept.append(value)
         elif word.startswith("-") and not word.startswith("--") and query is None and not positional:
             query = word
         else:

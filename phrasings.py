@@ -46,7 +46,8 @@ FUSION_DEPTH = 20
 
 def alternatives_given(alternatives: object, query: str) -> list[str]:
     """The alternatives to search besides ``query``: distinct (ignoring case and spacing), none
-    the query itself; ArgumentError for anything but a list of at most MAX_ALTERNATIVES strings."""
+    the query itself; ArgumentError for anything but a list of at most MAX_ALTERNATIVES strings
+    that are not blank."""
     if alternatives is None:
         return []
     if not isinstance(alternatives, (list, tuple)) or not all(isinstance(text, str) for text in alternatives):
@@ -55,11 +56,13 @@ def alternatives_given(alternatives: object, query: str) -> list[str]:
         raise ArgumentError("alternatives", f"at most {MAX_ALTERNATIVES} phrasings besides the query, got {len(alternatives)}")
     seen = {" ".join(query.split()).casefold()}
     kept = []
-    for text in alternatives:
+    for number, text in enumerate(alternatives, 1):
         if len(text) > MAX_QUERY_CHARS:
             raise ArgumentError("alternatives", f"each at most {MAX_QUERY_CHARS:,} characters, got {len(text):,}")
         said = " ".join(text.split()).casefold()
-        if said and said not in seen:
+        if not said:
+            raise ArgumentError("alternatives", f"phrasing {number} is empty: give it words, or leave it out")
+        if said not in seen:
             seen.add(said)
             kept.append(text)
     return kept

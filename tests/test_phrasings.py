@@ -21,8 +21,8 @@ from tests.mcp_client import call, server_params, wait_for
 
 def test_alternatives_are_checked_and_repeats_of_the_query_dropped() -> None:
     assert alternatives_given(None, "q") == []
-    assert alternatives_given(["birds of prey", " Q ", "birds  of prey", ""], "q") == ["birds of prey"]
-    for bad in ("one string", ["ok", 3], ["a"] * (MAX_ALTERNATIVES + 1), ["x" * 10_001]):
+    assert alternatives_given(["birds of prey", " Q ", "birds  of prey"], "q") == ["birds of prey"]
+    for bad in ("one string", ["ok", 3], ["a"] * (MAX_ALTERNATIVES + 1), ["x" * 10_001], ["ok", " \t"]):
         with pytest.raises(ArgumentError, match="alternatives"):
             alternatives_given(bad, "q")
 
@@ -73,6 +73,16 @@ async def test_one_search_with_alternatives_finds_what_each_phrasing_finds_once(
     cli = subprocess.run([sys.executable, str(MAIN_PY), "search", "falcon", "--alt", "birds of prey", "--json",
                           "--source", str(source), "--index-dir", str(tmp_path / "idx")], capture_output=True, text=True, timeout=60)
     assert {found["path"] for found in json.loads(cli.stdout)["results"]} == {"kestrel.md", "raptors.md", "owls.md"}, cli.stderr
+    index = ["--source", str(source), "--index-dir", str(tmp_path / "idx")]
+    for alternative in ("-night birds of prey", "-night"):  # a phrasing that starts with an excluded word is still the phrasing
+        excluding = subprocess.run([sys.executable, str(MAIN_PY), "search", "falcon", "--alt", alternative, "--json", *index],
+                                   capture_output=True, text=True, timeout=60)
+        assert excluding.returncode == 0, excluding.stderr
+        found = json.loads(excluding.stdout)
+        # (a phrasing of excluded words only is searched for them, as a query is)
+        assert {hit["path"] for hit in found["results"]} == ({"kestrel.md", "raptors.md"} if " " in alternative else {"kestrel.md", "owls.md"})
+    blank = subprocess.run([sys.executable, str(MAIN_PY), "search", "falcon", "--alt", " ", *index], capture_output=True, text=True, timeout=60)
+    assert blank.returncode != 0 and "phrasing 1 is empty" in blank.stderr
 
 
 def test_pages_of_a_fused_search_never_repeat_a_file(source: Path, indexer: TextIndexer, config: ServerConfig) -> None:
