@@ -12,6 +12,7 @@ of a page), are one result. bench/relevance.py measures what each choice gives.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import sqlite3
@@ -197,6 +198,8 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
             (ranked, feedback, files_matched), reading, groups = _rank_enough(run, parsed, plan, asking, loaded)
             sections, gone, changed = loaded.sections, loaded.gone, loaded.changed
             page = [_led_by_newest(group, sections, asking.query) for group in groups[asking.offset:wanted]]
+            if not asking.collapse:
+                page = _ties_newest_first(page, sections, asking.query)
             # Snippets highlight the user's own words; a file found only by feedback words is shown
             # with those. Each hit is the heading span of its section that holds them best.
             highlights = [plan.shown, [quote([w]) for w in feedback]]
@@ -248,6 +251,17 @@ def _led_by_newest(group: list[tuple[int, float]], sections: dict[int, dict], qu
         return group
     leader = (shown[lead][0], group[0][1])
     return [leader, *(member for member in group if member[0] != leader[0])]
+
+
+def _ties_newest_first(page: list[list[tuple[int, float]]], sections: dict[int, dict], query: str) -> list[list[tuple[int, float]]]:
+    """``page`` with each run of equal scores (copies of one text, shown apart) ordered newest
+    version first, as copies.newest_first picks a leader."""
+    ordered: list[list[tuple[int, float]]] = []
+    for _, tied in itertools.groupby(page, key=lambda group: group[0][1]):
+        run = list(tied)
+        while run:
+            ordered.append(run.pop(copies.newest_first([str(sections[group[0][0]]["path"]) for group in run], query)))
+    return ordered
 
 
 def _one_per_answer(

@@ -181,3 +181,14 @@ def test_versions_whose_answering_section_differs_only_in_version_numbers_are_on
         "ref/5.1/about_Environment_Variables.md", "ref/7.4/about_Environment_Variables.md"]
     named = search(config.db_path, "zqenvqz environment variables 7.4", 10)["results"][0]
     assert named["path"] == "ref/7.4/about_Environment_Variables.md"
+
+
+def test_every_copy_shown_apart_lists_equal_copies_newest_version_first(source: Path, indexer: TextIndexer, config: ServerConfig) -> None:
+    for version in ("5.1", "7.10", "7.4", "7.5"):
+        write(source, f"ref/{version}/about_Quokka.md", "# about_Quokka\n\nThe zqquokkaqz lives on Rottnest Island.\n")
+    indexer.scan()
+    every = search(config.db_path, "zqquokkaqz", collapse_duplicates=False)["results"]
+    assert [hit["path"].split("/")[1] for hit in every] == ["7.10", "7.5", "7.4", "5.1"]
+    assert len({hit["score"] for hit in every}) == 1
+    named = search(config.db_path, "zqquokkaqz 7.4", collapse_duplicates=False)["results"]
+    assert named[0]["path"] == "ref/7.4/about_Quokka.md"
