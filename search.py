@@ -91,11 +91,13 @@ _WORD = re.compile(r"[^\W_]+")
 def search(
     db_path: Path, query: str, limit: int = 10, indexing: bool = False, cancelled: Callable[[], bool] | None = None, *,
     filters: Filters = NO_FILTERS, offset: int = 0, collapse_duplicates: bool = True, freshness: Freshness | None = None,
+    feedback: bool = True,
 ) -> SearchReply:
     """Search the index at ``db_path``: the best section of each file, from the ``offset``-th file
     on, at most ``limit`` of them, among the files ``filters`` let through. With
     ``collapse_duplicates``, files whose best section is the same text, or whose texts are nearly
     the same, are one result (see _first_groups). With ``freshness``, each file is checked on disk first (see Freshness).
+    Without ``feedback``, a question is ranked by its own words only (see _rank_question).
 
     ``cancelled``: polled while SQLite works; once it returns true the search stops and raises
     Cancelled. A search still running after SEARCH_TIME_LIMIT_SECONDS is stopped as well.
@@ -105,7 +107,7 @@ def search(
     if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= MAX_OFFSET:
         raise ArgumentError("offset", f"must be a whole number from 0 to {MAX_OFFSET:,}, got {offset!r}")
     limits = Limits(cancelled, time.monotonic() + SEARCH_TIME_LIMIT_SECONDS)
-    asking = Asking(db_path, query, limit, offset, filters, collapse_duplicates, freshness)
+    asking = Asking(db_path, query, limit, offset, filters, collapse_duplicates, freshness, feedback)
     reply, outdated = _answer(asking, limits)
     if outdated and freshness is not None and freshness.refresh is not None and freshness.refresh(outdated):
         reply, _ = _answer(asking, limits)  # from the index as it is now; what changed again is stale
@@ -179,6 +181,7 @@ class Asking:
     filters: Filters
     collapse: bool
     freshness: Freshness | None
+    feedback: bool = True
 
 
 def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
@@ -193,7 +196,7 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
         with database.snapshot(conn), database.interruptible(conn, limits.reached):
             plan = plan_within_bounds(conn, parsed)
             scope, case_hint = search_scope(conn, plan, asking.filters)
-            run = Searching(asking.db_path, conn, limits.reached, scope, asking.filters)
+            run = Searching(asking.db_path, conn, limits.reached, scope, asking.filters, asking.feedback)
             loaded = Loaded()
             (ranked, feedback, files_matched), reading, groups = _rank_enough(run, parsed, plan, asking, loaded)
             sections, gone, changed = loaded.sections, loaded.gone, loaded.changed
@@ -688,6 +691,8 @@ class Searching:
     should_stop: StopCheck = None
     scope: database.Scope = database.EVERY_FILE
     filters: Filters = NO_FILTERS
+    #: Whether a question may be widened by feedback words (see _rank_question).
+    feedback: bool = True
 
 
 def rank(run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: int, need: int | None = None) -> Ranking:
@@ -723,7 +728,8 @@ def _below(ranked: list[tuple[int, float]], more: list[tuple[int, float]]) -> li
 
 
 def _rank_question(run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: int) -> Ranking:
-    """bm25 over the question's words; then, if few enough files matched, with feedback words too.
+    """bm25 over the question's words; then, if few enough files matched and ``run.feedback``, with
+    feedback words too.
 
     The question is scored once into a temporary table; the feedback pass reads only the feedback
     words' doclists and adds their scores (see database.best_with_feedback)."""
@@ -732,7 +738,7 @@ def _rank_question(run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: 
         return database.count_matching_files(part, plan.precise, span, run.scope)
 
     files_matched = sum(_over_parts(run, plan.precise, count_in_span, plan.estimated_rows))
-    if files_matched > FEEDBACK_MAX_FILES:
+    if files_matched > FEEDBACK_MAX_FILES or not run.feedback:
         ranked, _ = _best_files(run, plan.precise, limit, one_pass=False, count=False, estimated_rows=plan.estimated_rows)
         return [(rowid, -bm25) for rowid, bm25 in ranked], [], files_matched
     conn = run.conn

@@ -15,6 +15,7 @@ from exceptions import ArgumentError
 from indexer import TextIndexer
 from models import ServerConfig
 from phrasings import AGREEMENT, MAX_ALTERNATIVES, RANK_OFFSET, _fused, alternatives_given, fused_search
+from search import search
 from tests.conftest import MAIN_PY, write
 from tests.mcp_client import call, server_params, wait_for
 
@@ -96,3 +97,22 @@ def test_pages_of_a_fused_search_never_repeat_a_file(source: Path, indexer: Text
         seen += [hit["path"] for hit in page["results"]]
         offset = page["next_offset"]
     assert len(seen) == len(set(seen)) and len(seen) >= 20, seen
+
+
+def test_only_the_query_is_widened_by_feedback_words_the_alternatives_are_the_agents_own(
+    source: Path, indexer: TextIndexer, config: ServerConfig
+) -> None:
+    for n in range(4):
+        write(source, f"owls/owl{n}.md", f"# Owl {n}\n\nThe owl hunts at night; a nocturnal bird number {n}.\n")
+    write(source, "bats.md", "# Bats\n\nBats are nocturnal too.\n")
+    write(source, "kestrel.md", "# Kestrel\n\nA falcon of the day.\n")
+    for n in range(12):
+        write(source, f"filler/f{n}.md", f"# Filler {n}\n\nNothing of interest in filler page {n}.\n")
+    indexer.scan()
+    question = "how do owls hunt at night?"
+    assert "bats.md" in [hit["path"] for hit in search(config.db_path, question, 30)["results"]]  # found by "nocturnal"
+    as_query = fused_search(config.db_path, question, 30, alternatives=["falcon"])
+    assert "bats.md" in [hit["path"] for hit in as_query["results"]]
+    as_alternative = fused_search(config.db_path, "falcon", 30, alternatives=[question])
+    paths = [hit["path"] for hit in as_alternative["results"]]
+    assert "bats.md" not in paths and "owls/owl0.md" in paths and "kestrel.md" in paths
