@@ -3,7 +3,7 @@
 Internal records are dataclasses. Tool replies are ``typing_extensions.TypedDict`` so the MCP SDK
 derives an output schema from them (a ``typing.TypedDict`` nesting another one silently loses its
 schema on Python 3.11); the CLI's ``--json`` prints the very same dictionaries, whole, where the MCP
-tools leave out the fields that say nothing (tools.lean_search and the like).
+tools leave out the fields that say nothing (replies.lean_search and the like).
 """
 
 from __future__ import annotations
@@ -292,7 +292,7 @@ class WatchState:
 
 class SearchHit(TypedDict):
     """A search result. search.search fills every field; the MCP tool leaves out those that say
-    nothing (tools.lean_hit, docs/tools.md): hence NotRequired. The fields the spec names (path,
+    nothing (replies.lean_hit, docs/tools.md): hence NotRequired. The fields the spec names (path,
     snippet, score, last_modified) are in every hit."""
 
     #: The name of the source (folder) the file is in; only when the server serves several. ``path``
@@ -315,7 +315,7 @@ class SearchHit(TypedDict):
     #: differ from ``path`` in one and the same folder or file name (versions: 7.4/ and 5.1/), found
     #: in ``path`` only there, and that is shorter: each entry is its name there, and
     #: ``also_in_replaces`` is ``path``'s; an entry's path is ``path`` with also_in_replaces
-    #: replaced by the entry (tools.named_copies). Without also_in_replaces, the entries are paths.
+    #: replaced by the entry (replies.named_copies). Without also_in_replaces, the entries are paths.
     also_in: NotRequired[list[str]]
     also_in_replaces: NotRequired[str]
     also_in_count: NotRequired[int]
@@ -333,7 +333,7 @@ class QueryReading(TypedDict):
     as a phrase."""
 
     mode: str
-    #: search.search fills every list; the MCP tool leaves out the empty ones (tools.lean_search).
+    #: search.search fills every list; the MCP tool leaves out the empty ones (replies.lean_search).
     required: NotRequired[list[str]]
     optional: NotRequired[list[str]]
     phrases: NotRequired[list[str]]
@@ -343,7 +343,7 @@ class QueryReading(TypedDict):
 
 
 class SearchReply(TypedDict):
-    """search.search fills every field; the MCP tool leaves out those that say nothing (tools.lean_search)."""
+    """search.search fills every field; the MCP tool leaves out those that say nothing (replies.lean_search)."""
 
     query: NotRequired[str]
     results: list[SearchHit]
@@ -394,7 +394,7 @@ class OutlineEntry(TypedDict):
 
 class DocumentReply(TypedDict):
     """documents.document_reply fills every field but the outline's; the MCP tool leaves out
-    those that say nothing (tools.lean_document)."""
+    those that say nothing (replies.lean_document)."""
 
     #: The file's source, with several (see SearchHit).
     collection: NotRequired[str]
@@ -455,7 +455,7 @@ class SourceStatus(TypedDict):
 
 class StatusReply(TypedDict):
     """status.read_status fills every field but the hint; the MCP tool leaves out those that say
-    nothing (tools.lean_status). With several sources (status.server_status): the totals, and each
+    nothing (replies.lean_status). With several sources (status.server_status): the totals, and each
     source's own in ``sources`` (then no ``source_directory`` here)."""
 
     source_directory: NotRequired[str]

@@ -1,15 +1,13 @@
-"""The MCP server: its tools, the replies they send (only fields that say something), and its instructions."""
+"""The MCP server: its instructions and its tools, one function registering each (replies.py shapes what they send)."""
 
 import json
 import logging
-import re
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import partial
-from pathlib import PurePosixPath
-from typing import Annotated, Any, TypeVar, cast
+from typing import Annotated, Any, TypeVar
 
 import database
 from daemon import Daemons
@@ -19,9 +17,9 @@ from file_utils import MAX_USER_PATH_CHARS
 from filters import MAX_EXTENSIONS, MAX_PATH_PATTERN_CHARS, MAX_TAGS, read_filters
 from listing import MAX_LIST_LIMIT, MAX_LIST_OFFSET
 from listing import list_files as run_listing
-from models import VERSION, DocumentReply, FileList, RefreshReply, QueryReading, ScanProgress, SearchHit, SearchReply, ServerConfig, StatusReply
+from models import VERSION, DocumentReply, FileList, RefreshReply, ScanProgress, SearchReply, ServerConfig, StatusReply
 from phrasings import MAX_ALTERNATIVES, alternatives_given, fused_search
-from query import STOPWORDS
+from replies import lean_document, lean_listing, lean_search, lean_status, merged_refresh, tool_result
 from schemas import advertise_tools_only, compact_tools
 from search import MAX_LIMIT, MAX_OFFSET, Freshness, with_collections
 from search import search as run_search
@@ -40,8 +38,6 @@ TOOL_ERRORS = (DocSearchError, OSError, sqlite3.Error)
 SERVER_INSTRUCTIONS = """`search` takes keywords or a question and returns the best section of each
 file (path, lines, heading, snippet); read one with `get_document(path, heading=...)` (`outline=true`
 lists a file's headings)."""
-#: A refresh_index of several sources names at most this many errors.
-MAX_REFRESH_ERRORS = 20
 #: The instructions' last line with several sources.
 SEVERAL_SOURCES = """Hits carry `collection` and a `path` in it; pass both to `get_document`. `collection=` narrows
 `search` and `list_files` to one or more."""
@@ -76,7 +72,7 @@ def schema_bounds(low: int, high: int | None = None, of: str = "number") -> Any:
     return Field(json_schema_extra={lower: low} if high is None else {lower: low, upper: high})
 
 
-# ---- MCP replies ------------------------------------------------------------------------------
+# ---- MCP instructions ------------------------------------------------------------------------
 
 
 def server_instructions(config: ServerConfig) -> str:
@@ -125,120 +121,6 @@ def _holding(formats: Counter[str]) -> str:
     return ", ".join(held) if held else "its files are being indexed now (searches find more as it goes)"
 
 
-def tool_result(reply: Mapping[str, Any]) -> Any:
-    """A tool's reply as sent: the structured content, and the same as compact JSON for the text
-    content (the SDK's own text is indented: a third more characters, paid for by the agent)."""
-    from mcp.types import CallToolResult, TextContent
-
-    text = json.dumps(reply, ensure_ascii=False, separators=(",", ":"))
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=dict(reply))
-
-
-def _said(reply: Mapping[str, Any], optional: tuple[str, ...]) -> dict[str, Any]:
-    """``reply`` without those of its ``optional`` fields that say nothing (false, 0, empty, None)."""
-    return {key: value for key, value in reply.items() if value or key not in optional}
-
-
-_TYPED_WORD = re.compile(r"[^\W_]+")
-
-
-def read_differently(query: str, reading: QueryReading) -> bool:
-    """Whether ``query`` was read other than as the words typed: phrases, exclusions (a command
-    line's -Option), feedback words, a query of stopwords, or words other than stopwords dropped."""
-    if reading["phrases"] or reading["excluded"] or reading["feedback"] or reading["mode"] == "stopwords":
-        return True
-    searched = set(_TYPED_WORD.findall(" ".join(reading["required"] + reading["optional"] + reading["prefixes"]).lower()))
-    return set(_TYPED_WORD.findall(query.lower())) - STOPWORDS != searched - STOPWORDS
-
-
-def lean_search(reply: SearchReply, query: str, explain: bool = False) -> SearchReply:
-    """The search reply an agent is sent: the fields that say nothing left out (docs/tools.md);
-    ``query_read`` only when the query was read differently or ``explain``."""
-    lean = _said(reply, ("indexing", "offset", "next_offset", "warnings", "suggestions"))
-    if reply["query"] == query:
-        del lean["query"]
-    if explain or read_differently(query, reply["query_read"]):
-        lean["query_read"] = cast(QueryReading, _said(reply["query_read"], ("required", "optional", "phrases", "prefixes", "excluded", "feedback")))
-    else:
-        del lean["query_read"]
-    lean["results"] = [lean_hit(hit) for hit in reply["results"]]
-    return cast(SearchReply, lean)
-
-
-def lean_hit(hit: SearchHit) -> SearchHit:
-    """A search hit without what says nothing: a title that repeats the heading's first part or
-    the file's name, ``stale`` when false, ``also_in`` when empty, an ``also_in_count`` that is
-    its length; versioned copies in ``also_in`` named by the folder that differs (named_copies).
-    The score keeps 3 significant digits; the spec's fields are always there."""
-    lean = _said(hit, ("heading", "stale", "also_in", "tags"))
-    lean["score"] = float(f"{hit['score']:.3g}")
-    if hit["also_in_count"] == len(hit["also_in"]):
-        del lean["also_in_count"]
-    if hit["title"] in ("", hit["heading"].split(" > ")[0], PurePosixPath(hit["path"]).stem):
-        del lean["title"]
-    if lean.get("also_in"):
-        del lean["also_in"]
-        lean.update(named_copies(hit["path"], hit["also_in"]))
-    return cast(SearchHit, lean)
-
-
-def named_copies(path: str, also_in: list[str]) -> dict[str, Any]:
-    """A hit's ``also_in`` as a reply names it. When every entry is ``path`` with one and the same
-    folder or file name changed (the version folder of versioned copies), that name is found in
-    ``path`` only there, and it is shorter: in ``also_in`` what each entry has instead, and that
-    name as ``also_in_replaces`` (an entry's path is ``path`` with also_in_replaces replaced by
-    the entry); else ``also_in`` as it is."""
-    named: dict[str, Any] = {"also_in": also_in}
-    parts = path.split("/")
-    changed: set[int] = set()
-    for other in also_in:
-        theirs = other.split("/")
-        differ = [n for n, (mine, its) in enumerate(zip(parts, theirs)) if mine != its] if len(theirs) == len(parts) else []
-        if len(differ) != 1:
-            return named
-        changed.add(differ[0])
-    if len(changed) != 1:
-        return named
-    (at,) = changed
-    if path.count(parts[at]) != 1:  # a plain replace of it in path must change that name only
-        return named
-    short = {"also_in": [other.split("/")[at] for other in also_in], "also_in_replaces": parts[at]}
-    return short if len(json.dumps(short, ensure_ascii=False)) < len(json.dumps(named, ensure_ascii=False)) else named
-
-
-def lean_document(reply: DocumentReply) -> DocumentReply:
-    """A get_document reply without what says nothing: flags that are false, read-on positions
-    when there is nothing more, and a title that is the file's name."""
-    lean = _said(reply, ("truncated", "next_start_line", "next_start_char", "changed_since_indexed", "stale", "outline_truncated"))
-    if reply["title"] in ("", PurePosixPath(reply["path"]).stem):
-        del lean["title"]
-    return cast(DocumentReply, lean)
-
-
-def lean_status(status: Mapping[str, Any], part: bool = False) -> StatusReply:
-    """A get_index_status reply (or with ``part``, a source's part of it) without what says
-    nothing: counts that are 0, values never set, and ``progress`` when no scan is running. The
-    spec's fields are in every reply: only a part leaves out a last_scan never set and no errors."""
-    spec_fields = ("last_scan", "errors_encountered") if part else ()
-    lean = _said(status, (*spec_fields, "last_error", "skipped_files", "fallback_decoded_files", "writer_pid"))
-    if status["state"] != "indexing":
-        lean.pop("progress", None)
-    lean["watching"] = _said(status["watching"], ("problem",))
-    if "sources" in status:
-        lean["sources"] = [lean_status(part, part=True) for part in status["sources"]]
-    return cast(StatusReply, lean)
-
-
-def merged_refresh(replies: Mapping[str, RefreshReply]) -> RefreshReply:
-    """One refresh_index reply for the scans of several sources (by name): each error after its source's name."""
-    return {
-        "success": all(reply["success"] for reply in replies.values()),
-        "files_processed": sum(reply["files_processed"] for reply in replies.values()),
-        "files_removed": sum(reply["files_removed"] for reply in replies.values()),
-        "errors": [f"{name}: {error}" for name, reply in replies.items() for error in reply.get("errors", [])][:MAX_REFRESH_ERRORS],
-    }
-
-
 def described(text: str) -> Any:
     """A parameter's description in a tool's input schema."""
     from pydantic import Field
@@ -246,16 +128,40 @@ def described(text: str) -> Any:
     return Field(description=text)
 
 
-def build_server(daemon: Daemons) -> Any:
-    """The MCP server object with its tools (imports the SDK)."""
-    import anyio
-    from mcp.server import MCPServer
-    from mcp.server.mcpserver import Context
+async def run_tool(work: Callable[[threading.Event], _T], failed: Callable[[BaseException], None] | None = None) -> _T:
+    """run_cancellable, a failure of TOOL_ERRORS told to the client as the tool's error message
+    (after ``failed(exc)``)."""
     from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import CallToolResult, ToolAnnotations
+
+    try:
+        return await run_cancellable(work)
+    except TOOL_ERRORS as exc:
+        if failed is not None:
+            failed(exc)
+        raise ToolError(reason_of(exc)) from exc
+
+
+def build_server(daemon: Daemons) -> Any:
+    """The MCP server object with its tools, in the order tools/list gives them (imports the SDK)."""
+    from mcp.server import MCPServer
 
     server = MCPServer("docsearch", version=VERSION, instructions=server_instructions(daemon.config))
+    for register in (add_search, add_get_document, add_list_files, add_get_index_status, add_refresh_index):
+        register(server, daemon)
+    compact_tools(server)
+    advertise_tools_only(server)
+    return server
+
+
+def add_search(server: Any, daemon: Daemons) -> None:
+    """The search tool: one search, or one fused over the query's alternatives."""
+    from mcp.types import CallToolResult, ToolAnnotations
+
     config = daemon.config
+
+    def damaged(exc: BaseException) -> None:
+        if isinstance(exc, IndexUnavailableError):
+            daemon.suspect_damage()
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def search(
@@ -295,16 +201,18 @@ def build_server(daemon: Daemons) -> Any:
                 collapse_duplicates=collapse_duplicates, freshness=Freshness.of(config, daemon.refresh_found),
             ), config)
 
-        try:
-            reply = await run_cancellable(work)
-        except TOOL_ERRORS as exc:
-            if isinstance(exc, IndexUnavailableError):
-                daemon.suspect_damage()
-            raise ToolError(reason_of(exc)) from exc
+        reply = await run_tool(work, damaged)
         problem = daemon.write_problem()
         if problem:
             reply["warnings"].append(problem)
         return tool_result(writable_reply(lean_search(reply, query, explain)))
+
+
+def add_get_document(server: Any, daemon: Daemons) -> None:
+    """The get_document tool: a file, a section or lines of it, read from disk now."""
+    from mcp.types import CallToolResult, ToolAnnotations
+
+    config = daemon.config
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def get_document(
@@ -330,10 +238,14 @@ def build_server(daemon: Daemons) -> Any:
             where, within = source_of(config, collection, path)
             return document_reply(where, within, heading, start_line, end_line, max_chars, daemon.refresh_found, start_char, outline)
 
-        try:
-            return tool_result(writable_reply(lean_document(await run_cancellable(work))))
-        except TOOL_ERRORS as exc:
-            raise ToolError(reason_of(exc)) from exc
+        return tool_result(writable_reply(lean_document(await run_tool(work))))
+
+
+def add_list_files(server: Any, daemon: Daemons) -> None:
+    """The list_files tool: the indexed files by path, filtered like search."""
+    from mcp.types import CallToolResult, ToolAnnotations
+
+    config = daemon.config
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def list_files(
@@ -353,18 +265,28 @@ def build_server(daemon: Daemons) -> Any:
         def work(cancelled: threading.Event) -> FileList:
             return run_listing(config, path, collection, extensions, modified_after, modified_before, tags, limit, offset)
 
-        try:
-            reply = await run_cancellable(work)
-        except TOOL_ERRORS as exc:
-            raise ToolError(reason_of(exc)) from exc
-        lean = _said(reply, ("next_offset", "warnings"))
-        lean["files"] = [_said(listed, ("title", "tags")) for listed in reply["files"]]
-        return tool_result(writable_reply(lean))
+        return tool_result(writable_reply(lean_listing(await run_tool(work))))
+
+
+def add_get_index_status(server: Any, daemon: Daemons) -> None:
+    """The get_index_status tool: how current the index is and what it holds."""
+    from mcp.types import CallToolResult, ToolAnnotations
+
+    config = daemon.config
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     def get_index_status() -> Annotated[CallToolResult, StatusReply]:
         """Whether the index is up to date (or how far a scan got), files indexed and skipped, problems met."""
         return tool_result(writable_reply(lean_status(server_status(config, daemon))))
+
+
+def add_refresh_index(server: Any, daemon: Daemons) -> None:
+    """The refresh_index tool: one file, one source or every source indexed again now, with progress."""
+    import anyio
+    from mcp.server.mcpserver import Context
+    from mcp.types import CallToolResult, ToolAnnotations
+
+    config = daemon.config
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
     async def refresh_index(
@@ -391,12 +313,4 @@ def build_server(daemon: Daemons) -> Any:
             }
             return merged_refresh(replies) if config.several else replies[config.sources[0].name]
 
-        try:
-            reply = await run_cancellable(work)
-        except TOOL_ERRORS as exc:
-            raise ToolError(reason_of(exc)) from exc
-        return tool_result(writable_reply(reply))
-
-    compact_tools(server)
-    advertise_tools_only(server)
-    return server
+        return tool_result(writable_reply(await run_tool(work)))

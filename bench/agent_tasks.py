@@ -1,6 +1,6 @@
 """Agent tasks replayed over a real corpus through MCP stdio: reply sizes, first-hit answers, calls.
 
-    python bench/agent_tasks.py --corpus DIR [--code DIR]... [--tasks FILE] [--json OUT]
+    python bench/agent_tasks.py [--corpus DIR] [--code DIR]... [--tasks FILE] [--json OUT]
                                 [--only ID,...] [--timeout S] [--work DIR] [--check]
 
 The corpus the tasks were written for is the public MicrosoftDocs/PowerShell-Docs repository (its
@@ -65,6 +65,8 @@ import time
 from pathlib import Path
 
 import anyio
+
+from harness import load, powershell_docs, write_json
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -439,7 +441,7 @@ def report(run: dict, tasks: list[dict]) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, required=True, help="root of a PowerShell-Docs clone (or the unpacked corpus)")
+    parser.add_argument("--corpus", type=Path, help="root of a PowerShell-Docs clone (default: bench/harness.py's powershell-docs corpus)")
     parser.add_argument("--code", type=Path, action="append", help="a checkout of this project to measure (repeatable; default: this tree)")
     parser.add_argument("--tasks", type=Path, default=TASKS)
     parser.add_argument("--only", help="comma-separated task ids")
@@ -449,7 +451,7 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="only check the tasks against the corpus; no server")
     args = parser.parse_args()
 
-    corpus = args.corpus.resolve()
+    corpus = (args.corpus or powershell_docs()).resolve()
     spec = json.loads(args.tasks.read_text(encoding="utf-8"))
     tasks = spec["tasks"]
     if args.only:
@@ -482,6 +484,7 @@ def main() -> int:
         with anyio.fail_after(args.timeout):
             return await replay(corpus, codes, tasks, work, deadline)
 
+    load_start = load()
     try:
         run = anyio.run(bounded)
     except BaseException:
@@ -490,10 +493,9 @@ def main() -> int:
     run["totals"] = {name: totals(rows) for name, rows in run["results"].items()}
     run["corpus"] = str(corpus)
     run["tasks_file"] = str(args.tasks)
+    run["load"] = [load_start, load()]
     report(run, tasks)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(run, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_json(args.json, run)
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
     return 0

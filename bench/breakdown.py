@@ -30,6 +30,7 @@ sys.path[:0] = [str(BENCH.parent), str(BENCH)]
 
 import database  # noqa: E402
 import floor  # noqa: E402
+import harness  # noqa: E402
 from copies import sketch  # noqa: E402
 from database import IndexWriter  # noqa: E402
 from exceptions import FileSkipped  # noqa: E402
@@ -141,7 +142,7 @@ def main() -> None:
     runs = [one_run(root, paths) for _ in range(args.runs)]
     least = {key: min(stages.seconds[key] for stages, _, _ in runs) for key in runs[0][0].seconds}
     _, files, rows = runs[0]
-    print(f"{files} files, {rows} sections ({rows / max(files, 1):.1f} per file); least of {args.runs} run(s); load {os.getloadavg()[0]:.2f}")
+    print(f"{files} files, {rows} sections ({rows / max(files, 1):.1f} per file); least of {args.runs} run(s); load {harness.load()}")
     for side in (LOADER, WRITER, "floor"):
         total = sum(seconds for (s, stage), seconds in least.items() if s == side and not stage.startswith("  "))
         print(f"{side}: {total:.2f} s CPU")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shutil
 import sqlite3
@@ -30,8 +29,9 @@ import sys
 import tarfile
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
+
+from harness import load
 
 HERE = Path(__file__).resolve().parent
 QUESTIONS = HERE / "code_questions.json"
@@ -169,7 +169,7 @@ def main() -> None:
     spec = json.loads(QUESTIONS.read_text())
     src = fetch(args.work, spec["packages"])
     files = [p for p in src.rglob("*") if p.is_file() and p.name.lower().endswith(EXTENSIONS)]
-    print(f"{len(files)} files, {sum(p.stat().st_size for p in files) / 1e6:.2f} MB ({', '.join(EXTENSIONS)}); load {os.getloadavg()[0]:.2f}")
+    print(f"{len(files)} files, {sum(p.stat().st_size for p in files) / 1e6:.2f} MB ({', '.join(EXTENSIONS)}); load {load()}")
     db_path, our_seconds, our_size = our_index(src, args.work / "index")
     floor_seconds, floor_size = floor_index(src, args.work / "floor.sqlite3")
     report_cost("", our_seconds, our_size, floor_seconds, floor_size)

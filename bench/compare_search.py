@@ -1,6 +1,6 @@
 """Search latency of several checkouts on one corpus, alternated with the floor in one run.
 
-    python bench/compare_search.py --corpus DIR --code OLD_CHECKOUT [--code ...] [--repeat N]
+    python bench/compare_search.py --corpus DIR|realistic --code OLD_CHECKOUT [--code ...] [--repeat N]
         [--mcp-repeat N] [--no-mcp] [--busy] [--work DIR] [--json OUT]
 
 Each checkout (a git worktree of any commit: ``git worktree add /tmp/ab-<sha> <sha>``; this tree is
@@ -33,8 +33,8 @@ REPO = BENCH.parent
 sys.path[:0] = [str(REPO), str(BENCH)]
 
 import floor  # noqa: E402
-from index_cpu import spinning  # noqa: E402
-from run import choose_queries, percentiles  # noqa: E402
+from harness import busy, corpus as named_corpus, load, percentiles, rotated, write_json  # noqa: E402
+from run import choose_queries  # noqa: E402
 
 #: A child answering one query a line with its own search(): [seconds, files_matched, paths].
 CHILD = r"""
@@ -77,12 +77,6 @@ class InProcess:
         assert self.process.stdin
         self.process.stdin.close()
         self.process.wait()
-
-
-def rotated(names: list[str], turn: int) -> list[str]:
-    """``names`` starting from a different one each turn: none always goes first."""
-    shift = turn % len(names)
-    return names[shift:] + names[:shift]
 
 
 def measure_in_process(codes: dict[str, Path], dbs: dict[str, Path], floor_db: Path, queries: dict, repeat: int) -> dict:
@@ -183,7 +177,7 @@ def report(codes: dict[str, Path], queries: dict, in_process: dict, mcp: dict | 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--corpus", type=Path, required=True)
+    parser.add_argument("--corpus", required=True, help="a folder, or a corpus bench/harness.py builds (realistic, 8-copies, ...)")
     parser.add_argument("--code", type=Path, action="append", default=[], help="another checkout (repeat for several)")
     parser.add_argument("--repeat", type=int, default=20, help="timed search() calls per query and side")
     parser.add_argument("--mcp-repeat", type=int, default=10, help="timed MCP calls per query and server")
@@ -192,9 +186,9 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=Path("/tmp/bench-speed/compare-search"))
     parser.add_argument("--json", type=Path, help="write every sample here")
     args = parser.parse_args()
-    corpus = args.corpus.resolve()
+    corpus = named_corpus(args.corpus)
     codes = {str(code.resolve()): code.resolve() for code in [*args.code, REPO]}
-    load_start = os.getloadavg()
+    load_start = load()
     dbs = {}
     if len({code.name for code in codes.values()}) < len(codes):
         parser.error("each checkout's folder needs a name of its own (its index goes to --work/<that name>)")
@@ -206,21 +200,16 @@ def main() -> None:
     if not floor_db.exists():
         floor.build(str(corpus), str(floor_db))
     queries = choose_queries(corpus)
-    busy = spinning() if args.busy else None
-    try:
+    with busy(args.busy):
         in_process = measure_in_process(codes, dbs, floor_db, queries, args.repeat)
         mcp = None if args.no_mcp else asyncio.run(measure_mcp(codes, corpus, args.work, queries, args.mcp_repeat))
-    finally:
-        if busy:
-            busy.kill()
-            busy.wait()
+    load_end = load()
     lines = report(codes, queries, in_process, mcp)
-    lines.append(f"load (1 min) {load_start[0]:.2f} at start, {os.getloadavg()[0]:.2f} at end; {os.cpu_count()} cores;"
+    lines.append(f"load (1 min) {load_start[0]:.2f} at start, {load_end[0]:.2f} at end; {os.cpu_count()} cores;"
                  f" {'one core kept busy' if args.busy else 'nothing else started'}")
     print("\n".join(lines))
-    if args.json:
-        args.json.write_text(json.dumps({"codes": list(codes), "queries": queries, "in_process": in_process, "mcp": mcp,
-                                         "load": [load_start, os.getloadavg()]}))
+    write_json(args.json, {"codes": list(codes), "queries": queries, "in_process": in_process, "mcp": mcp,
+                           "load": [load_start, load_end]})
 
 
 if __name__ == "__main__":

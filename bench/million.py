@@ -66,7 +66,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path[:0] = [str(REPO), str(BENCH)]
 
-import initialize  # noqa: E402
+import harness  # noqa: E402
 import run as bench_run  # noqa: E402
 import markup  # noqa: E402
 from file_utils import IGNORED_DIRECTORIES  # noqa: E402
@@ -401,15 +401,15 @@ def measure_initialize(corpus: Path, index_dir: Path, other: Path, repeat: int =
     """Time to the initialize reply while another process indexes the corpus into ``other``."""
     cases = {"on the index being written": other, "on the finished index": index_dir}
     out: dict = {}
-    with initialize.indexing(corpus, other):
+    with harness.indexing(corpus, other):
         time.sleep(4.0)  # past the walk's start: the writer holds the lock and writes
         imports: list[float] = []
         for name, folder in cases.items():
             served = ["serve", "--source", str(corpus), "--index-dir", str(folder), "--scan-interval", "0"]
             times = []
             for _ in range(repeat):
-                times.append(initialize.time_to_initialize(served))
-                imports.append(initialize.time_import())
+                times.append(harness.time_to_initialize(served))
+                imports.append(harness.time_import())
             out[name] = {"median_s": round(statistics.median(times), 2), "max_s": round(max(times), 2)}
         out["import mcp.server"] = {"median_s": round(statistics.median(imports), 2), "max_s": round(max(imports), 2)}
     shutil.rmtree(other, ignore_errors=True)
@@ -482,10 +482,10 @@ def measure_queries(corpus: Path, index_dir: Path, floor_db: Path, work: Path, r
 def timed_step(name: str, report: dict, fn: Callable[[], dict]) -> None:
     """Run one step; its result and duration go into the report (printed as it goes)."""
     start = time.perf_counter()
-    load = bench_run.load()
+    load = harness.load()
     print(f"[{time.strftime('%H:%M:%S')}] {name} (load {load}) ...", file=sys.stderr, flush=True)
     report[name] = fn()
-    report["steps"][name] = {"s": round(time.perf_counter() - start, 1), "load_start": load, "load_end": bench_run.load()}
+    report["steps"][name] = {"s": round(time.perf_counter() - start, 1), "load_start": load, "load_end": harness.load()}
     print(f"[{time.strftime('%H:%M:%S')}] {name} done in {report['steps'][name]['s']} s: {json.dumps(report[name])[:300]}",
           file=sys.stderr, flush=True)
 
@@ -498,7 +498,7 @@ def run(out: Path, files: int, seed: int, ps: Path, collections: Path, repeat: i
     corpus, work = out / "corpus", out / "work"
     index_dir, floor_db = work / "index", work / "floor.sqlite3"
     work.mkdir(exist_ok=True)
-    report: dict = {"machine": {"nproc": os.cpu_count(), "python": sys.version.split()[0], "code": bench_run.code_version(),
+    report: dict = {"machine": {"nproc": os.cpu_count(), "python": sys.version.split()[0], "code": harness.code_version(),
                                 "memory_mb": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20},
                     "steps": {}, "repeat": repeat}
     timed_step("build", report, lambda: ensure_corpus(out, files, seed, ps, collections))

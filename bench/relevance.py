@@ -31,9 +31,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
 
 from database import IndexWriter  # noqa: E402
+from harness import collections as shared_collections, load, write_json  # noqa: E402
 from exceptions import QueryError  # noqa: E402
 from indexer import TextIndexer  # noqa: E402
 from models import ServerConfig  # noqa: E402
@@ -239,13 +240,16 @@ def print_phrasings(collections: list[Path], index_dir: Path, folder: Path, sing
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("collections", nargs="+", type=Path, help="collection directories (docs/, queries.tsv, qrels.tsv)")
+    parser.add_argument("collections", nargs="*", type=Path,
+                        help="collection directories (docs/, queries.tsv, qrels.tsv); default: the seven of /work/shared/relevance")
     parser.add_argument("--index-dir", type=Path, help="where to keep the indexes (default: a temporary directory)")
     parser.add_argument("--worst", type=int, default=0, metavar="N", help="also list the N worst queries by nDCG")
     parser.add_argument("--json", type=Path, metavar="FILE", help="write every per-query score to FILE")
     parser.add_argument("--phrasings", type=Path, metavar="DIR", help="also rank each query's alternatives from DIR/<collection>.json")
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    args.collections = args.collections or shared_collections()
+    load_start = load()
     with tempfile.TemporaryDirectory(prefix="relevance-") as scratch:
         index_dir = args.index_dir or Path(scratch)
         results = [evaluate_collection(c, index_dir) for c in args.collections]
@@ -257,10 +261,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\nworst {args.worst} of {summary.collection} (query id, nDCG@10, Recall@100, relevant, text):")
             for s in sorted(scores, key=lambda s: (s.ndcg, s.recall))[: args.worst]:
                 print(f"  {s.query_id:>5} {s.ndcg:.3f} {s.recall:.3f} {s.relevant:>3}  {s.text[:100]}")
-    if args.json:
-        args.json.write_text(
-            json.dumps({s.collection: [asdict(q) for q in scores] for s, scores in results}, indent=1), encoding="utf-8"
-        )
+    print(f"load {load_start} -> {load()}")
+    write_json(args.json, {s.collection: [asdict(q) for q in scores] for s, scores in results})
     return 0
 
 

@@ -1,6 +1,6 @@
 """Measure the daemon against the bare-FTS5 floor, on the same files, in one run.
 
-    python bench/run.py --corpus DIR [--json OUT] [--work DIR] [--repeat N] [--only SECTION,...]
+    python bench/run.py --corpus DIR|realistic|8-copies [--json OUT] [--work DIR] [--repeat N] [--only SECTION,...]
 
 1. full index: ``main.py index`` vs bench/floor.py (walk, read, decode, one FTS5 transaction);
 2. no-change rescan vs an os.scandir walk that stats every file;
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
 import math
 import os
@@ -34,7 +33,6 @@ import sqlite3
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -45,6 +43,7 @@ REPO = BENCH.parent
 sys.path[:0] = [str(REPO), str(BENCH)]
 
 import floor  # noqa: E402
+from harness import MAIN, SPEED, corpus as named_corpus, load, machine, percentiles, run_child, timed, write_json  # noqa: E402
 from database import IndexWriter  # noqa: E402
 from documents import document_reply  # noqa: E402
 from exceptions import ArgumentError  # noqa: E402
@@ -54,7 +53,6 @@ from models import ServerConfig  # noqa: E402
 from query import STOPWORDS  # noqa: E402
 from search import Freshness, search  # noqa: E402
 
-MAIN = str(REPO / "main.py")
 QUERY_CLASSES = ("common", "rare", "phrase", "prefix", "two_terms", "question")
 SAMPLE_FILES = 1500
 SECTIONS = ("index", "rescan", "queries", "cli", "mcp", "rg", "documents", "filters")
@@ -65,55 +63,6 @@ _WORD = re.compile(r"[^\W_]+")
 
 
 # ---- helpers ---------------------------------------------------------------------------------
-
-
-def percentiles(samples: list[float]) -> dict[str, float]:
-    """p50/p95/p99 (nearest rank) and max, in milliseconds."""
-    ordered = sorted(samples)
-
-    def rank(p: float) -> float:
-        return round(ordered[min(len(ordered) - 1, max(0, math.ceil(p * len(ordered)) - 1))] * 1000, 2)
-
-    return {"p50": rank(0.50), "p95": rank(0.95), "p99": rank(0.99), "max": round(ordered[-1] * 1000, 2), "n": len(ordered)}
-
-
-def timed(fn: Callable[[], object], repeat: int) -> list[float]:
-    samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return samples
-
-
-def run_child(cmd: list[str], cwd: Path) -> tuple[float, float, str]:
-    """Run a command; return (wall seconds, peak RSS of that child in MB, its stderr tail)."""
-    with tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        elapsed = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        err.seek(0)
-        tail = err.read().decode("utf-8", "replace")[-2000:]
-    if proc.returncode != 0:
-        raise RuntimeError(f"{cmd[:3]} failed ({proc.returncode}): {tail}")
-    return elapsed, usage.ru_maxrss / 1024, tail
-
-
-def load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
-
-
-def code_version() -> str:
-    """The commit the runtime code is at, "+changes" if its working tree differs (others edit it while benches run)."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
-    head = git("rev-parse", "--short", "HEAD")
-    if not head:
-        return f"{REPO.name} (not a git checkout)"  # e.g. a `git archive` copy made to bench one commit
-    dirty = git("status", "--porcelain", "--", "*.py", ":!bench", ":!tests")
-    return head + ("+changes" if dirty else "")
 
 
 def daemon_args(corpus: Path, index_dir: Path) -> list[str]:
@@ -496,8 +445,7 @@ def run(corpus: Path, work: Path, repeat: int, quick: bool = False, only: tuple[
     work.mkdir(parents=True, exist_ok=True)
     index_dir, floor_db = work / "index", work / "floor.sqlite3"
     config = ServerConfig(source_directory=corpus, index_output_directory=index_dir.resolve())
-    report: dict = {"machine": {"nproc": os.cpu_count(), "load_start": load(), "python": sys.version.split()[0],
-                                "sqlite": sqlite3.sqlite_version, "code": code_version()}, "sections": list(only)}
+    report: dict = {"machine": machine(), "sections": list(only)}
     files, total = corpus_size(corpus)
     report["corpus"] = {"path": str(corpus), "text_files": files, "bytes": total}
     warm_cache(corpus)
@@ -593,7 +541,7 @@ def print_filters(f: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", type=Path, required=True)
+    parser.add_argument("--corpus", required=True, help="a folder, or a corpus bench/harness.py builds: realistic, 8-copies, powershell-docs, synthetic")
     parser.add_argument("--json", type=Path, help="write the measurements here")
     parser.add_argument("--work", type=Path, help="where the indexes go (default: /tmp/bench-speed/work-<corpus name>)")
     parser.add_argument("--repeat", type=int, default=30, help="timed runs per query")
@@ -603,11 +551,11 @@ def main() -> None:
     if unknown := set(only) - set(SECTIONS):
         parser.error(f"--only: unknown sections {sorted(unknown)}; choose from {','.join(SECTIONS)}")
     logging.basicConfig(stream=sys.stderr, level=logging.ERROR)
-    work = args.work or Path("/tmp/bench-speed") / f"work-{args.corpus.resolve().name}"
-    report = run(args.corpus, work, args.repeat, only=only)
+    corpus = named_corpus(args.corpus)
+    work = args.work or SPEED / f"work-{corpus.name}"
+    report = run(corpus, work, args.repeat, only=only)
     print_table(report)
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2))
+    write_json(args.json, report)
 
 
 if __name__ == "__main__":

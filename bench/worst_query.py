@@ -17,8 +17,6 @@ Prints each query's best and worst time over --repeat runs and the slowest of al
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import subprocess
 import sys
 import time
@@ -30,6 +28,7 @@ REPO = BENCH.parent
 sys.path[:0] = [str(REPO), str(BENCH)]
 
 import run  # noqa: E402
+from harness import SPEED, corpus as named_corpus, load, write_json  # noqa: E402
 from models import ServerConfig  # noqa: E402
 from query import MAX_PHRASE_WORDS, MAX_PREFIXES, MAX_QUERY_TERMS, STOPWORDS  # noqa: E402
 from search import search  # noqa: E402
@@ -112,25 +111,27 @@ def time_queries(db_path: Path, queries: dict[str, str], repeat: int) -> dict[st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path, required=True)
+    parser.add_argument("--corpus", required=True, help="a folder, or a corpus bench/harness.py builds (realistic, 8-copies, ...)")
     parser.add_argument("--work", type=Path, help="where the index goes (default: /tmp/bench-speed/worst-<corpus>)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    work = args.work or Path("/tmp/bench-speed") / f"worst-{args.corpus.name}"
-    db_path = build_index(args.corpus, work)
-    queries = costly_queries(args.corpus)
+    corpus = named_corpus(args.corpus)
+    work = args.work or SPEED / f"worst-{corpus.name}"
+    db_path = build_index(corpus, work)
+    queries = costly_queries(corpus)
+    load_start = load()
     results = time_queries(db_path, queries, args.repeat)
-    files = sum(1 for _ in run.floor.walk(str(args.corpus)))
-    print(f"{files} files, load {os.getloadavg()[0]:.2f}; search() best / worst of {args.repeat}, ms")
+    files = sum(1 for _ in run.floor.walk(str(corpus)))
+    loads = [load_start, load()]
+    print(f"{files} files, load {loads[0]} -> {loads[1]}; search() best / worst of {args.repeat}, ms")
     for name, figures in results.items():
         print(f"  {name:58s} {figures['best_ms']:8.1f} {figures['worst_ms']:8.1f}  matched {figures['files_matched']:6d}"
               f"  warnings {figures['warnings']}")
     slowest = max(results, key=lambda name: results[name]["worst_ms"])
     yardstick = results["yardstick: most common word (limit 10)"]["best_ms"]
     print(f"slowest: {slowest}: {results[slowest]['worst_ms']:.1f} ms ({results[slowest]['worst_ms'] / yardstick:.1f}x the yardstick)")
-    if args.json:
-        args.json.write_text(json.dumps({"files": files, "results": results, "slowest": slowest}, indent=2))
+    write_json(args.json, {"files": files, "load": loads, "results": results, "slowest": slowest})
 
 
 if __name__ == "__main__":

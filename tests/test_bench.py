@@ -46,12 +46,28 @@ def test_harness_reports_every_measurement(tmp_path: Path) -> None:
             assert set(query[column]) >= {"p50", "p95", "p99"}, (name, column)
     assert (corpus / report["changed_file"]["file"]).read_bytes() == (again / report["changed_file"]["file"]).read_bytes()
     run.print_table(report)
+    assert report["machine"]["load_start"] and report["machine"]["load_end"]
 
-    alternate = _load("alternate")  # what it reads of each round's report is there
-    found = alternate.figures(report)
-    assert {"index / floor", "rescan / floor", "median over kinds, p50 / floor", "median over kinds, MCP p50 / floor"} <= set(found)
-    assert all(f"{kind} MCP p50 / floor" in found for kind in run.QUERY_CLASSES)
-    assert "index / floor" in alternate.summary({"this": [report, report]})
+
+def test_index_ab_alternates_checkouts_with_the_floor(tmp_path: Path) -> None:
+    make_corpus, index_ab = _load("make_corpus"), _load("index_ab")
+    make_corpus.write_corpus(tmp_path / "corpus", 30, seed=4)
+
+    summary = index_ab.compare(tmp_path / "corpus", tmp_path, {"this": index_ab.REPO}, rounds=2)
+
+    assert len(summary["floor_s"]) == 2 and summary["load_end"]
+    this = summary["codes"]["this"]
+    assert len(this["runs"]) == 2 and this["ratio"] > 0 and this["cpu_ratio"] > 0 and this["bound"] > 0
+
+
+def test_harness_names_corpora_and_rotates_turns(tmp_path: Path) -> None:
+    harness = _load("harness")
+    assert harness.corpus(tmp_path) == tmp_path.resolve()
+    assert [harness.rotated(["floor", "a", "b"], turn)[0] for turn in range(4)] == ["floor", "a", "b", "floor"]
+    order: list[str] = []
+    results = harness.alternated(2, {"floor": lambda: order.append("floor"), "a": lambda: order.append("a")})
+    assert order == ["floor", "a", "a", "floor"] and set(results) == {"floor", "a"}
+    assert not harness.SPEED.is_relative_to(harness.REPO)  # corpora and indexes never go into the repository
 
 
 def test_breakdown_times_every_stage(tmp_path: Path) -> None:

@@ -407,7 +407,7 @@ def test_http_flags_are_refused_on_stdio_and_an_empty_token_is_not_no_token(sour
 
 def test_the_listening_socket_says_it_is_tcp_so_replies_are_not_held_back() -> None:
     # asyncio turns Nagle's algorithm off only on sockets whose proto says TCP; without that each
-    # reply waited for the client's delayed ACK (~40 ms a call, bench/transport.py).
+    # reply waited for the client's delayed ACK (~40 ms a call, measured in 3170e8a).
     with listening_socket(HttpSettings("127.0.0.1", 0, None)) as listening:
         assert listening.proto == socket.IPPROTO_TCP
         with socket.create_connection(listening.getsockname()):

@@ -13,7 +13,7 @@ import pytest
 from mcp import Client
 
 import copies
-import tools
+import replies
 from indexer import TextIndexer
 from models import ServerConfig
 from search import search
@@ -122,7 +122,7 @@ def test_a_version_rewritten_is_no_longer_folded(source: Path, indexer: TextInde
     ],
 )
 def test_copies_are_named_by_the_folder_that_differs_when_that_is_unambiguous(path: str, also_in: list[str], short: bool) -> None:
-    named = tools.named_copies(path, also_in)
+    named = replies.named_copies(path, also_in)
     assert ("also_in_replaces" in named) == short
     if short:
         assert [path.replace(named["also_in_replaces"], entry) for entry in named["also_in"]] == also_in

@@ -14,6 +14,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 import indexer as indexer_module
+import replies
 import tools
 from config import load_config
 from database import IndexWriter
@@ -142,10 +143,10 @@ def test_lean_hit_keeps_what_tells_something() -> None:
     hit = {"path": "docs/a.md", "title": "Guide", "heading": "Install > Linux", "snippet": "s", "score": 12.345678,
            "line_start": 1, "line_end": 2, "last_modified": "2020-01-01T00:00:00+00:00", "stale": True,
            "also_in": ["b.md"], "also_in_count": 3}
-    lean = tools.lean_hit(hit)  # type: ignore[arg-type]
+    lean = replies.lean_hit(hit)  # type: ignore[arg-type]
     assert lean["score"] == 12.3 and lean["title"] == "Guide" and lean["stale"] and lean["also_in_count"] == 3
     assert lean["last_modified"] == hit["last_modified"]  # the spec's fields are in every hit
-    plain = tools.lean_hit({**hit, "title": "a", "stale": False, "also_in": [], "also_in_count": 0})  # type: ignore[arg-type]
+    plain = replies.lean_hit({**hit, "title": "a", "stale": False, "also_in": [], "also_in_count": 0})  # type: ignore[arg-type]
     assert set(plain) == {"path", "heading", "snippet", "score", "line_start", "line_end", "last_modified"}
 
 
