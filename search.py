@@ -121,7 +121,7 @@ MAX_OFFSET = 1000
 #: to hold fewer texts, up to MAX_RANKED_FILES). Each further ranking pass costs a whole ranking,
 #: and a longer first one little more: on a corpus holding every text ~40 times, 30 took the
 #: queries of bench/run.py from 3 or 4 passes to 1 or 2 (two words 37 -> 15 ms, a question 86 ->
-#: 49 ms), and cost 0-17% on corpora without copies (bench/collapse_window.py).
+#: 49 ms), and cost 0-17% on corpora without copies (measured with a bench removed since, 1632e43).
 COLLAPSE_WINDOW = 30
 MAX_RANKED_FILES = 4000
 #: A result names at most this many of the files holding the same text (also_in); also_in_count counts them all.
