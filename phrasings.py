@@ -29,7 +29,7 @@ from exceptions import ArgumentError, QueryError
 from filters import NO_FILTERS, Filters
 from models import SearchHit, SearchReply
 from query import MAX_QUERY_CHARS
-from search import MAX_ALSO_IN, MAX_LIMIT, MAX_OFFSET, Freshness, search
+from search import MAX_ALSO_IN, MAX_LIMIT, MAX_OFFSET, Freshness, searched_page, show_sections
 
 #: At most this many phrasings besides the query.
 MAX_ALTERNATIVES = 4
@@ -86,18 +86,19 @@ def fused_search(
         raise ArgumentError("offset", f"must be a whole number from 0 to {MAX_OFFSET:,}, got {offset!r}")
     depth = FUSION_DEPTH  # the same for every page and limit: pages are cut from one fused list
 
-    def searched(text: str) -> SearchReply | QueryError:
+    def searched(text: str) -> tuple[SearchReply, dict[str, int]] | QueryError:
         try:
             feedback = text == query  # the agent's phrasings are its own widening of the query
-            return search(
+            return searched_page(
                 db_path, text, depth, indexing, cancelled, filters=filters, collapse_duplicates=collapse_duplicates,
-                freshness=freshness, feedback=feedback,
+                freshness=freshness, feedback=feedback, shown=min(depth, offset + limit),
             )
         except QueryError as exc:
             return exc
 
     phrasings = [(QUERY_WEIGHT, query), *((1.0, text) for text in alternatives)]
     replies: list[tuple[float, SearchReply]] = []
+    searches: list[tuple[str, SearchReply, dict[str, int]]] = []
     skipped: list[str] = []
     first_error: QueryError | None = None
     for (weight, text), found in zip(phrasings, _pool().map(searched, [text for _, text in phrasings])):
@@ -105,10 +106,38 @@ def fused_search(
             first_error = first_error or found
             skipped.append(f"the phrasing {text[:100]!r} was not searched: {found.reason}")
         else:
-            replies.append((weight, found))
+            replies.append((weight, found[0]))
+            searches.append((text, *found))
     if not replies:
         raise first_error  # type: ignore[misc]
-    return _fused(replies, offset, limit, skipped)
+    fused = _fused(replies, offset, limit, skipped)
+    _show_bare(db_path, fused["results"], searches)
+    return fused
+
+
+def _show_bare(db_path: Path, results: list[SearchHit], searches: list[tuple[str, SearchReply, dict[str, int]]]) -> None:
+    """Show the ``results`` each phrasing ranked below the places it showed (searched_page's bare
+    results) as that phrasing shows them (search.show_sections): a file several phrasings agree on
+    deep in their lists gets the span that answers and its snippet. One pass per phrasing, on the
+    phrasings' threads; a section gone meanwhile stays bare."""
+    wanted: dict[int, dict[str, int]] = {}
+    for hit in results:
+        places = [(place, number) for number, (_, reply, _) in enumerate(searches)
+                  for place, found in enumerate(reply["results"]) if found["path"] == hit["path"]]
+        place, number = min(places)  # the phrasing _fused showed it as: its best place, the first such list
+        if hit["path"] in searches[number][2]:
+            wanted.setdefault(number, {})[hit["path"]] = searches[number][2][hit["path"]]
+
+    def show(number: int) -> dict[str, SearchHit]:
+        text, reply, _ = searches[number]
+        return show_sections(db_path, text, reply["query_read"].get("feedback", []), wanted[number])
+
+    shown: dict[str, SearchHit] = {}
+    for found in _pool().map(show, list(wanted)):
+        shown.update(found)
+    for hit in results:
+        if hit["path"] in shown:
+            hit.update({key: shown[hit["path"]][key] for key in ("title", "heading", "snippet", "line_start", "line_end")})
 
 
 _workers: ThreadPoolExecutor | None = None

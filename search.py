@@ -46,7 +46,7 @@ from query import (
     query_reading,
     quote,
 )
-from snippets import answering_spans, section_hit, section_snippets, showable
+from snippets import answering_spans, bare_hit, section_hit, section_snippets, showable
 from sources import indexed_folders
 
 MAX_LIMIT = 100
@@ -102,17 +102,52 @@ def search(
     ``cancelled``: polled while SQLite works; once it returns true the search stops and raises
     Cancelled. A search still running after SEARCH_TIME_LIMIT_SECONDS is stopped as well.
     """
+    return searched_page(
+        db_path, query, limit, indexing, cancelled, filters=filters, offset=offset, collapse_duplicates=collapse_duplicates,
+        freshness=freshness, feedback=feedback,
+    )[0]
+
+
+def searched_page(
+    db_path: Path, query: str, limit: int = 10, indexing: bool = False, cancelled: Callable[[], bool] | None = None, *,
+    filters: Filters = NO_FILTERS, offset: int = 0, collapse_duplicates: bool = True, freshness: Freshness | None = None,
+    feedback: bool = True, shown: int | None = None,
+) -> tuple[SearchReply, dict[str, int]]:
+    """search(), with only the first ``shown`` results of the page (all if None) shown as search
+    shows them; the others are bare: their best section's heading and lines, no snippet, not
+    narrowed to the span that answers. Returns the reply and each bare result's section id, by its
+    path, for show_sections. A fused search ranks each phrasing deeper than the page it shows."""
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
         raise QueryError(query, f"limit must be a whole number from 1 to {MAX_LIMIT}, got {limit!r}")
     if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= MAX_OFFSET:
         raise ArgumentError("offset", f"must be a whole number from 0 to {MAX_OFFSET:,}, got {offset!r}")
     limits = Limits(cancelled, time.monotonic() + SEARCH_TIME_LIMIT_SECONDS)
-    asking = Asking(db_path, query, limit, offset, filters, collapse_duplicates, freshness, feedback)
-    reply, outdated = _answer(asking, limits)
+    asking = Asking(db_path, query, limit, offset, filters, collapse_duplicates, freshness, feedback, shown)
+    reply, outdated, bare = _answer(asking, limits)
     if outdated and freshness is not None and freshness.refresh is not None and freshness.refresh(outdated):
-        reply, _ = _answer(asking, limits)  # from the index as it is now; what changed again is stale
+        reply, _, bare = _answer(asking, limits)  # from the index as it is now; what changed again is stale
     reply["indexing"] = indexing
-    return reply
+    return reply, bare
+
+
+def show_sections(db_path: Path, query: str, feedback: Sequence[str], bare: Mapping[str, int]) -> dict[str, SearchHit]:
+    """The hits of the bare results ``bare`` (path -> section id, from searched_page) as a search
+    of ``query`` that found ``feedback`` words shows them: the span that answers, its snippet; by
+    path. A section no longer in the index, or now another file's, is left out."""
+    parsed = parse_query(query)
+    conn = database.reader(db_path)
+    try:
+        with database.snapshot(conn):
+            plan = plan_within_bounds(conn, parsed)
+            found = database.load_sections(conn, list(bare.values()))
+            sections = {rowid: showable(section) for rowid, section in found.items() if bare.get(str(section["path"])) == rowid}
+            highlights = [plan.shown, [quote([word]) for word in feedback]]
+            leaders = answering_spans(conn, highlights, sections)
+            snippet_text = section_snippets(conn, highlights, leaders)
+    except sqlite3.Error as exc:
+        database.drop_reader(db_path)
+        raise IndexUnavailableError(str(db_path), f"search failed: {database.problem_of(exc, db_path)}") from exc
+    return {str(section["path"]): section_hit(section, snippet_text.get(rowid, ""), 0.0) for rowid, section in leaders.items()}
 
 
 #: Results are paged up to this offset.
@@ -182,11 +217,13 @@ class Asking:
     collapse: bool
     freshness: Freshness | None
     feedback: bool = True
+    #: How many of the page's results are shown whole (None: all); see searched_page.
+    shown: int | None = None
 
 
-def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
-    """The reply, and the paths among the files ranked that changed or were deleted since they
-    were indexed (if asked to check)."""
+def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str], dict[str, int]]:
+    """The reply, the paths among the files ranked that changed or were deleted since they were
+    indexed (if asked to check), and the section of each bare result by path (see searched_page)."""
     parsed = parse_query(asking.query)
     if not parsed.has_words():
         raise QueryError(asking.query, _nothing_to_search(parsed))
@@ -206,7 +243,8 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
             # Snippets highlight the user's own words; a file found only by feedback words is shown
             # with those. Each hit is the heading span of its section that holds them best.
             highlights = [plan.shown, [quote([w]) for w in feedback]]
-            leaders = answering_spans(conn, highlights, loaded.with_text(conn, [group[0][0] for group in page]))
+            whole = page if asking.shown is None else page[:asking.shown]
+            leaders = answering_spans(conn, highlights, loaded.with_text(conn, [group[0][0] for group in whole]))
             sections.update(leaders)
             snippet_text = section_snippets(conn, highlights, leaders)
             suggestions = [] if ranked or asking.offset else suggest(conn, parsed)
@@ -235,7 +273,7 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str]]:
         "indexing": False, "offset": asking.offset, "has_more": has_more,
         "next_offset": asking.offset + consumed if has_more else None,
         "warnings": warnings, "query_read": reading, "suggestions": suggestions,
-    }, outdated
+    }, outdated, {str(sections[group[0][0]]["path"]): group[0][0] for group in answers[:kept] if group[0][0] not in leaders}
 
 
 #: How _outdated keys the files left out for a folder on their way that cannot be entered.
@@ -911,6 +949,6 @@ def _words(text: str) -> list[str]:
 def _result(group: list[tuple[int, float]], sections: dict[int, dict], snippets: dict[int, str], changed: set[int]) -> SearchHit:
     """The hit for a group of files holding one text (see _first_groups): its first file's."""
     (rowid, score), others = group[0], [str(sections[other]["path"]) for other, _ in group[1:]]
-    hit = section_hit(sections[rowid], snippets.get(rowid, ""), score)
+    hit = section_hit(sections[rowid], snippets.get(rowid, ""), score) if "body" in sections[rowid] else bare_hit(sections[rowid], score)
     hit.update(stale=rowid in changed, also_in=others[:MAX_ALSO_IN], also_in_count=len(others), tags=sections[rowid]["tags"])
     return hit

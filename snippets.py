@@ -286,6 +286,17 @@ def section_hit(section: dict, snippet: str, score: float) -> SearchHit:
     }
 
 
+def bare_hit(section: dict, score: float) -> SearchHit:
+    """The hit for a loaded section without its text (search.searched_page's bare results): its
+    heading and lines, no snippet."""
+    shown = showable(section)
+    return {
+        "path": section["path"], "title": shown["title"], "heading": shown["heading"], "snippet": "", "score": round(max(score, 1e-6), 6),
+        "line_start": section["start_line"], "line_end": section["end_line"], "last_modified": modified_time(section["mtime_ns"]),
+        "stale": False, "also_in": [], "also_in_count": 0,
+    }
+
+
 _FENCE = re.compile(r"[^\S\n]*(?:`{3,}|~{3,})[^\n]*")
 _FENCE_LINE = re.compile(r"^[^\S\n]*(?:`{3,}|~{3,})", re.M)
 _FRONT_MATTER_LINES = re.compile(r"\A[^\S\n]*---[^\S\n]*\n.*?\n[^\S\n]*(?:---|\.\.\.)[^\S\n]*(?:\n|\Z)", re.S)

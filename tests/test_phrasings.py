@@ -116,3 +116,20 @@ def test_only_the_query_is_widened_by_feedback_words_the_alternatives_are_the_ag
     as_alternative = fused_search(config.db_path, "falcon", 30, alternatives=[question])
     paths = [hit["path"] for hit in as_alternative["results"]]
     assert "bats.md" not in paths and "owls/owl0.md" in paths and "kestrel.md" in paths
+
+
+def test_an_answer_the_phrasings_agree_on_below_the_places_they_show_is_shown_whole(
+    source: Path, indexer: TextIndexer, config: ServerConfig
+) -> None:
+    for word in ("alpha", "beta", "gamma"):
+        for n in range(2):
+            write(source, f"{word}{n}.md", f"# {word.title()} {n}\n\n{word} {word} {word} {word}, {('one', 'two')[n]} way.\n")
+    filler = "\n\n".join(f"Plain line {n} of the long page." for n in range(60))
+    write(source, "shared.md", f"# Shared\n\n{filler}\n\n## The part that answers\n\nHere alpha, beta and gamma meet.\n\n{filler}\n")
+    indexer.scan()
+    assert [hit["path"] for hit in search(config.db_path, "alpha", 3)["results"]][2] == "shared.md"  # third in each list
+    fused = fused_search(config.db_path, "alpha", 2, alternatives=["beta", "gamma"])
+    [hit] = [hit for hit in fused["results"] if hit["path"] == "shared.md"]
+    assert fused["results"][0] is hit  # three lists agree on it
+    assert hit["heading"] == "Shared > The part that answers" and "**alpha**" in hit["snippet"], hit
+    assert all(hit["snippet"] for hit in fused["results"])
