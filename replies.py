@@ -22,6 +22,13 @@ def tool_result(reply: Mapping[str, Any]) -> Any:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=dict(reply))
 
 
+def refused_refresh(reason: str) -> Any:
+    """A refresh_index that could not run, as a tool error that still holds the spec's fields."""
+    reply = tool_result({"success": False, "files_processed": 0, "files_removed": 0, "errors": [reason]})
+    reply.is_error = True
+    return reply
+
+
 def _said(reply: Mapping[str, Any], optional: tuple[str, ...]) -> dict[str, Any]:
     """``reply`` without those of its ``optional`` fields that say nothing (false, 0, empty, None)."""
     return {key: value for key, value in reply.items() if value or key not in optional}

@@ -19,7 +19,7 @@ from listing import MAX_LIST_LIMIT, MAX_LIST_OFFSET
 from listing import list_files as run_listing
 from models import VERSION, DocumentReply, FileList, RefreshReply, ScanProgress, SearchReply, ServerConfig, StatusReply
 from phrasings import MAX_ALTERNATIVES, alternatives_given, fused_search
-from replies import lean_document, lean_listing, lean_search, lean_status, merged_refresh, tool_result
+from replies import lean_document, lean_listing, lean_search, lean_status, merged_refresh, refused_refresh, tool_result
 from schemas import advertise_tools_only, compact_tools
 from search import MAX_LIMIT, MAX_OFFSET, Freshness, with_collections
 from search import search as run_search
@@ -284,6 +284,7 @@ def add_refresh_index(server: Any, daemon: Daemons) -> None:
     """The refresh_index tool: one file, one source or every source indexed again now, with progress."""
     import anyio
     from mcp.server.mcpserver import Context
+    from mcp.server.mcpserver.exceptions import ToolError
     from mcp.types import CallToolResult, ToolAnnotations
 
     config = daemon.config
@@ -313,4 +314,7 @@ def add_refresh_index(server: Any, daemon: Daemons) -> None:
             }
             return merged_refresh(replies) if config.several else replies[config.sources[0].name]
 
-        return tool_result(writable_reply(await run_tool(work)))
+        try:
+            return tool_result(writable_reply(await run_tool(work)))
+        except ToolError as exc:  # refused or failed: still the spec's fields, success false
+            return refused_refresh(str(exc))

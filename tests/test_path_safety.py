@@ -4,6 +4,7 @@ source is ever indexed."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -80,8 +81,9 @@ def test_refresh_index_tool_refuses_every_hostile_path_over_stdio(tree: dict[str
         before = server.status()["indexed_files"]
         for path in paths:
             result = server.call("refresh_index", {"filepath": path})
-            text = result["content"][0]["text"]
-            assert result["isError"] and text.startswith("Error executing tool refresh_index: path ") and "refused" in text, (path, text)
+            reply = json.loads(result["content"][0]["text"])
+            [error] = reply["errors"]
+            assert result["isError"] and not reply["success"] and error.startswith("path ") and "refused" in error, (path, reply)
         assert not server.call("refresh_index", {"filepath": "ok.md"})["isError"]
         assert server.status()["indexed_files"] == before == 1
         assert server.call("search", {"query": SECRET})["structuredContent"]["results"] == []

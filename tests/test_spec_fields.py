@@ -5,6 +5,7 @@ real MCP session, and in the tools' output schemas as required fields."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -42,6 +43,11 @@ async def test_every_reply_carries_the_fields_the_spec_names(source: Path, tmp_p
         assert REFRESH_FIELDS <= set(refreshed) and refreshed["errors"] == [] and refreshed["success"]
         one = await call(client, "refresh_index", {"filepath": "a.md"})
         assert REFRESH_FIELDS <= set(one) and one["errors"] == []
+        for refused in ({"filepath": "../outside.md"}, {"collection": "nope"}):
+            failed = await client.call_tool("refresh_index", refused)
+            assert failed.is_error and REFRESH_FIELDS <= set(failed.structured_content), failed
+            assert failed.structured_content["success"] is False and failed.structured_content["errors"][0], failed
+            assert json.loads(failed.content[0].text) == failed.structured_content
     hit_schema = tools["search"].output_schema["properties"]["results"]["items"]
     assert HIT_FIELDS <= set(hit_schema["required"])
     assert STATUS_FIELDS <= set(tools["get_index_status"].output_schema["required"])
