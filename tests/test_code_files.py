@@ -13,7 +13,7 @@ import pytest
 
 import code_outline
 from database import IndexWriter
-from documents import document_reply
+from documents import MAX_OUTLINE_HEADINGS, document_reply
 from indexer import TextIndexer
 from models import ServerConfig
 from search import search
@@ -216,6 +216,18 @@ def test_a_hit_names_the_definition_and_get_document_returns_exactly_it(code_con
         document = document_reply(code_config, path, heading=heading)
         assert document["text"].split("\n")[0] == first_line
         assert "def helper" not in document["text"] and "func NewRouter" not in document["text"]
+
+
+def test_a_definition_past_the_outline_bound_is_returned_as_search_names_it(code_config: ServerConfig, source: Path) -> None:
+    count = MAX_OUTLINE_HEADINGS + 500
+    write(source, "many.py", "".join(f"def f{n}():\n    return {n}\n\n\n" for n in range(count)) + "def last_one():\n    return 'zebra'\n")
+    scanned(code_config)
+    hit = search(code_config.db_path, "zebra")["results"][0]
+    assert hit["heading"] == "def last_one"
+    reply = document_reply(code_config, "many.py", heading=hit["heading"], outline=True)
+    assert reply["text"] == "def last_one():\n    return 'zebra'" and reply["line_start"] == 4 * count + 1
+    assert reply["outline_truncated"] and len(reply["outline"]) <= MAX_OUTLINE_HEADINGS
+    assert document_reply(code_config, "many.py", heading=f"def f{count - 1}")["text"].startswith(f"def f{count - 1}():")
 
 
 def test_test_files_rank_below_the_code_they_test_unless_asked_for(code_config: ServerConfig, source: Path) -> None:
