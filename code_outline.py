@@ -43,6 +43,8 @@ MAX_LEVEL = 6
 TITLE_LOOKUP_CHARS = 8192
 #: A comment of fewer words is a marker ("Module dependencies."), not what the file is.
 MIN_TITLE_WORDS = 3
+#: A definition's end is looked for this many lines back from the next definition at most.
+MAX_TRAILING_LINES = 200
 
 _MODIFIERS = (
     r"(?:(?:export|default|public|private|protected|internal|static|final|abstract|async|override|open|sealed"
@@ -70,6 +72,8 @@ _NOT_DEFINED = frozenset({
     "elif", "using", "lock", "synchronized", "sizeof", "typeof", "await", "yield", "delete", "case", "when",
     "match", "loop", "unless", "until", "select", "defer", "go", "function", "fn", "func", "assert",
 })
+#: A line that only closes blocks (``end``, ``}``, ``});``): less indented than a definition, it closes what holds it.
+_CLOSING = re.compile(r"[ \t]*(?:end\b|[}\])])[\s;,.})\]]*(?:end\b[\s;,.]*)*")
 _GO_RECEIVER = re.compile(r"\(\s*(?:\w+\s+)?\*?\s*([\w.]+)")
 _NAME_END = re.compile(r"[\s(<{:=]")
 
@@ -194,6 +198,25 @@ def _heading(match: re.Match[str]) -> str | None:
         return None
     accessor = f"{typed} " if typed in ("get", "set") else ""  # a getter and its setter: two definitions of one name
     return f"{accessor}{called}()"[:MAX_NAME_CHARS]
+
+
+def definition_end(lines: list[str], first: int, last: int) -> int:
+    """The last line of the definition at line ``first`` (1-based) that runs to line ``last`` at
+    most (the next definition not inside it): blank lines after it and the closing lines of the
+    block holding it (``end``, ``}`` less indented than it) are not its."""
+    indent = _indent(lines[first - 1])
+    end = last
+    while end > first and last - end < MAX_TRAILING_LINES:
+        line = lines[end - 1]
+        if line.strip() and not (_CLOSING.fullmatch(line) and _indent(line) < indent):
+            break
+        end -= 1
+    return end
+
+
+def _indent(line: str) -> int:
+    """A line's indentation in columns, as the keyword reader measures it (a tab is 4)."""
+    return len(line[:len(line) - len(line.lstrip(" \t"))].expandtabs(4))
 
 
 def _comment_title(padded: str) -> str:

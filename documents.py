@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+import code_outline
 import database
 from exceptions import ArgumentError, FileSkipped, IndexUnavailableError
 from file_utils import check_single_file, read_regular_file, reading_from, resolve_user_path, whitespace_twin
@@ -54,9 +55,11 @@ class Document:
     mtime_ns: int
 
 
-def file_outline(content: Content, total_lines: int) -> list[OutlineEntry]:
+def file_outline(content: Content, lines: list[str]) -> list[OutlineEntry]:
     """The headings of a file (as many as ``content`` was read with), each named by its path as
-    search results name sections ("Install > Linux"), with the lines it spans (its subsections included)."""
+    search results name sections ("Install > Linux"), with the lines it spans (its subsections
+    included; a definition of code without what closes the block holding it)."""
+    total_lines = len(lines)
     padded, headings = content.padded, content.headings
     entries: list[OutlineEntry] = []
     path: list[tuple[int, str]] = []
@@ -74,6 +77,9 @@ def file_outline(content: Content, total_lines: int) -> list[OutlineEntry]:
         entry: OutlineEntry = {"heading": name_shown, "level": level, "line_start": line, "line_end": total_lines}
         entries.append(entry)
         open_entries.append(entry)
+    if content.code:
+        for entry in entries:
+            entry["line_end"] = code_outline.definition_end(lines, entry["line_start"], entry["line_end"])
     return entries
 
 
@@ -115,7 +121,7 @@ def _read_checked(config: ServerConfig, rel: str, most: int | None) -> Document:
         detail = f": {skipped.detail}" if skipped.detail else ""
         raise ArgumentError("path", f"{rel} is not a file the index reads ({skipped.reason}{detail}); nothing was returned") from None
     lines = text_lines(content.text)
-    return Document(rel, visible_text(content.title), lines, file_outline(content, len(lines)), raw.content_hash, raw.mtime_ns)
+    return Document(rel, visible_text(content.title), lines, file_outline(content, lines), raw.content_hash, raw.mtime_ns)
 
 
 class Part(NamedTuple):

@@ -191,7 +191,7 @@ def test_hostile_code_is_bounded_and_never_an_error(name: str, text: str) -> Non
 
 @pytest.fixture
 def code_config(config: ServerConfig) -> ServerConfig:
-    return replace(config, included_extensions=(".py", ".go", ".js", ".md"))
+    return replace(config, included_extensions=(".py", ".go", ".js", ".md", ".rb"))
 
 
 def scanned(config: ServerConfig) -> None:
@@ -228,6 +228,38 @@ def test_a_definition_past_the_outline_bound_is_returned_as_search_names_it(code
     assert reply["text"] == "def last_one():\n    return 'zebra'" and reply["line_start"] == 4 * count + 1
     assert reply["outline_truncated"] and len(reply["outline"]) <= MAX_OUTLINE_HEADINGS
     assert document_reply(code_config, "many.py", heading=f"def f{count - 1}")["text"].startswith(f"def f{count - 1}():")
+
+
+SHAPES_RB = """\
+# Shapes drawn on a canvas.
+module Draw
+  class Shape
+    def area
+      0
+    end
+
+    def name
+      "shape"
+    end
+  end
+end
+
+def helper
+  1
+end
+"""
+
+
+def test_a_definition_ends_with_its_own_closing_line_not_its_holders(code_config: ServerConfig, source: Path) -> None:
+    write(source, "shapes.rb", SHAPES_RB)
+    write(source, "shapes.js", SHAPES_RB.replace("end", "}").replace("module Draw", "namespace Draw {").replace("class Shape", "class Shape {")
+          .replace("def area", "area() {").replace("def name", "name() {").replace("def helper", "function helper() {"))
+    assert document_reply(code_config, "shapes.rb", heading="def name")["text"] == '    def name\n      "shape"\n    end'
+    assert document_reply(code_config, "shapes.rb", heading="class Shape")["text"].endswith('      "shape"\n    end\n  end')
+    assert document_reply(code_config, "shapes.rb", heading="module Draw")["text"].endswith("  end\nend")
+    assert document_reply(code_config, "shapes.js", heading="name()")["text"] == '    name() {\n      "shape"\n    }'
+    outline = document_reply(code_config, "shapes.rb", outline=True)["outline"]
+    assert [(entry["line_start"], entry["line_end"]) for entry in outline] == [(2, 12), (3, 11), (4, 6), (8, 10), (14, 16)]
 
 
 def test_test_files_rank_below_the_code_they_test_unless_asked_for(code_config: ServerConfig, source: Path) -> None:
