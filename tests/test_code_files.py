@@ -163,6 +163,27 @@ def test_titles_are_never_code_or_licence() -> None:
     assert outline_of("adapters.py", module_name)[1] == "This module holds the adapters."
 
 
+@pytest.mark.parametrize("name, text", [
+    ("sum.js", "// return x + y;\nvar a = 1;\n"),
+    ("calc.js", "// const value = compute(a, b);\nvar a = 1;\n"),
+    ("err.go", "// if err != nil { return err }\npackage x\n"),
+    ("hello.py", '# print("hello world", x)\nx = 1\n'),
+    ("cache.py", "# self.cache.clear(key, value, now)\nx = 1\n"),
+    ("imports.rb", "# require 'json' for the parser below\nx = 1\n"),
+    ("owned.py", '"""Copyright 2020 ACME Inc. All rights reserved."""\nimport os\n'),
+    ("apache.py", '"""Licensed under the Apache License, Version 2.0 (the "License")."""\nimport os\n'),
+    ("spdx.py", '"""SPDX-License-Identifier: MIT OR Apache-2.0"""\nimport os\n'),
+])
+def test_a_title_is_prose_never_code_commented_out_nor_a_licence_docstring(name: str, text: str) -> None:
+    assert outline_of(name, text)[1] == name
+
+
+def test_prose_that_names_code_is_still_a_title() -> None:
+    said = "Module containing bug report helper(s) for get_document(heading=...) on Python >= 3.12."
+    assert outline_of("help.py", f'"""{said}"""\n')[1] == said
+    assert outline_of("help.js", f"// {said}\nvar a = 1;\n")[1] == said
+
+
 def test_python_that_does_not_parse_is_read_by_keywords() -> None:
     headings, title = outline_of("broken.py", "def broken(:\n    pass\nclass A:\n    def b(self): pass\n")
     assert headings == [(1, "def broken"), (1, "class A"), (2, "def b")]
