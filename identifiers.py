@@ -4,7 +4,8 @@ FTS5's unicode61 tokenizer already splits ``parse_query_string``, ``parse-query-
 ``Parse.Query.String`` into their words, but reads ``parseQueryString`` as one word. The index is
 given each such identifier's parts as well (``parse Query String``), after the text, so that the
 query ``parse query string`` finds it, as a phrase too, while the identifier itself is still a word
-of the text. Shown text and snippets never carry them.
+of the text. Shown text and snippets never carry them: a snippet of a text that matches only by
+such parts is made from the text with a separator between them (parts_apart), taken out after.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import operator
 import re
 import string
 from functools import lru_cache
-from itertools import compress
+from itertools import compress, starmap
 
 #: Each character of the text encoded as ASCII (a non-ASCII character is one "?", a "?" of the text
 #: a space first) as its class: "a" a lower-case letter or digit, "A" a capital, "x" a non-ASCII
@@ -40,15 +41,32 @@ MAX_IDENTIFIER_CHARS = 100
 def identifier_parts(text: str) -> str:
     """The parts of each camelCase identifier in ``text``, space-separated, "" if none. Each word of
     the text is looked at once, whatever its length."""
+    # map and starmap keep the work per identifier in C: a page of reference docs holds thousands.
+    return " ".join(map(_word_parts, map(text.__getitem__, starmap(slice, _identifiers(text)))))
+
+
+def parts_apart(text: str, separator: str) -> str:
+    """``text`` with ``separator`` between the parts of each camelCase identifier (``parse|Query|String``)."""
+    pieces: list[str] = []
+    last = 0
+    for start, end in _identifiers(text):
+        for part in _PART.finditer(text, start, end):
+            if part.start() > start:
+                pieces += [text[last:part.start()], separator]
+                last = part.start()
+    pieces.append(text[last:])
+    return "".join(pieces)
+
+
+def _identifiers(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each camelCase identifier of ``text`` (a word of at most MAX_IDENTIFIER_CHARS)."""
     classes = text.replace("?", " ").encode("ascii", "replace").translate(_CLASSES)
     ends = list(map(_END, _FIRST_CHANGE.finditer(classes)))
     if not ends:
-        return ""
+        return []
     starts = list(map(len(text).__sub__, map(_END, _LAST_CHANGE.finditer(classes[::-1]))))
     starts.reverse()
-    # map and compress keep the work per identifier in C: a page of reference docs holds thousands.
-    short = map(MAX_IDENTIFIER_CHARS.__ge__, map(operator.sub, ends, starts))
-    return " ".join(map(_word_parts, compress(map(text.__getitem__, map(slice, starts, ends)), short)))
+    return list(compress(zip(starts, ends), map(MAX_IDENTIFIER_CHARS.__ge__, map(operator.sub, ends, starts))))
 
 
 @lru_cache(maxsize=1 << 14)
