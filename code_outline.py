@@ -11,8 +11,9 @@ Markdown), each of its quantifiers bounded (a few hundred characters into a line
 one-line file or 100,000 nested braces cost one pass. ``ast`` recurses: its RecursionError and MemoryError mean the
 keyword reader is used instead, and only files under MAX_AST_CHARS go to it at all.
 
-A file's title is its module docstring's or first comment's first sentence (shebang lines, coding
-lines and licence or copyright comments skipped), else its file name: never a line of code.
+A file's title is its module docstring's or first comment's first sentence if it is prose
+(shebang lines, coding lines, licence or copyright comments and code commented out skipped), else
+its file name: never a line of code.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ MAX_LEVEL = 6
 TITLE_LOOKUP_CHARS = 8192
 #: A comment of fewer words is a marker ("Module dependencies."), not what the file is.
 MIN_TITLE_WORDS = 3
+#: A definition's end is looked for this many lines back from the next definition at most.
+MAX_TRAILING_LINES = 200
 
 _MODIFIERS = (
     r"(?:(?:export|default|public|private|protected|internal|static|final|abstract|async|override|open|sealed"
@@ -70,10 +73,19 @@ _NOT_DEFINED = frozenset({
     "elif", "using", "lock", "synchronized", "sizeof", "typeof", "await", "yield", "delete", "case", "when",
     "match", "loop", "unless", "until", "select", "defer", "go", "function", "fn", "func", "assert",
 })
+#: A line that only closes blocks (``end``, ``}``, ``});``): less indented than a definition, it closes what holds it.
+_CLOSING = re.compile(r"[ \t]*(?:end\b|[}\])])[\s;,.})\]]*(?:end\b[\s;,.]*)*")
 _GO_RECEIVER = re.compile(r"\(\s*(?:\w+\s+)?\*?\s*([\w.]+)")
 _NAME_END = re.compile(r"[\s(<{:=]")
 
 _LICENCE = re.compile(r"copyright|licen[cs]e|spdx|all rights reserved|permission is hereby|\(c\) \d{4}", re.I)
+#: Marks of a line of code commented out (``# import foo``, ``// return x;``), never of a sentence:
+#: a statement's end or braces, an assignment or comparison, a line that is a call, a leading keyword.
+_CODE = re.compile(
+    r";$|[{}]|^[\w.$]+\(.*\)$|[ \t]=[ \t]|[=!:]=|=>"
+    r"|^(?:import|from|return|def|class|function|func|fn|var|let|const|package|use|require|print|echo|throw|raise"
+    r"|if|elif|else|for|while|self\.|this\.)\b"
+)
 #: Leading lines passed over when looking for a title: shebang, coding, build tags, "use strict", <?php.
 _CODING = re.compile(r"^#!|^#.*coding[:=]|^//\s*(?:go:build|\+build)|^['\"]use strict['\"]|^<\?php", re.I)
 #: A C preprocessor line: code, not a comment.
@@ -100,6 +112,7 @@ def outline(padded: str, name: str, most: int | None = None) -> tuple[list[Headi
         parsed = _python(padded, most)
         if parsed is not None:
             headings, title = parsed
+            title = title if _prose(title) else ""
     if headings is None:
         headings = _keyword_headings(padded, most)
     title = title or _comment_title(padded) or posixpath.basename(name.replace("\\", "/"))
@@ -196,6 +209,25 @@ def _heading(match: re.Match[str]) -> str | None:
     return f"{accessor}{called}()"[:MAX_NAME_CHARS]
 
 
+def definition_end(lines: list[str], first: int, last: int) -> int:
+    """The last line of the definition at line ``first`` (1-based) that runs to line ``last`` at
+    most (the next definition not inside it): blank lines after it and the closing lines of the
+    block holding it (``end``, ``}`` less indented than it) are not its."""
+    indent = _indent(lines[first - 1])
+    end = last
+    while end > first and last - end < MAX_TRAILING_LINES:
+        line = lines[end - 1]
+        if line.strip() and not (_CLOSING.fullmatch(line) and _indent(line) < indent):
+            break
+        end -= 1
+    return end
+
+
+def _indent(line: str) -> int:
+    """A line's indentation in columns, as the keyword reader measures it (a tab is 4)."""
+    return len(line[:len(line) - len(line.lstrip(" \t"))].expandtabs(4))
+
+
 def _comment_title(padded: str) -> str:
     """The first sentence of the file's first comment that says what it is, among its leading lines:
     licence blocks and comments of a word or two ("Module dependencies.") are passed over."""
@@ -211,12 +243,17 @@ def _comment_title(padded: str) -> str:
                 continue
         if block:
             said = _first_sentence("\n".join(block))
-            if len(said.split()) >= MIN_TITLE_WORDS and not _LICENCE.search(" ".join(block)):
+            if len(said.split()) >= MIN_TITLE_WORDS and _prose(said) and not _LICENCE.search(" ".join(block)):
                 return said
             block = []
         elif stripped:
             return ""  # code before any comment that says what the file is
     return ""
+
+
+def _prose(said: str) -> bool:
+    """Whether a title found in a comment or docstring is a sentence of prose: no licence, no code."""
+    return not _LICENCE.search(said) and not _CODE.search(said)
 
 
 def _first_sentence(text: str) -> str:

@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from exceptions import Cancelled, IndexUnavailableError
-from identifiers import identifier_parts
+from identifiers import identifier_parts, parts_apart
 from models import DB_SUFFIX, INDEX_FORMAT, LoadedFile, Signature, StoredFile
 
 logger = logging.getLogger(__name__)
@@ -1683,10 +1683,12 @@ def stored_tags(stored: str) -> list[str]:
 
 
 def snippets(
-    conn: sqlite3.Connection, match: str, texts: Mapping[int, tuple[str, str, str]], markers: tuple[str, str], tokens: int
+    conn: sqlite3.Connection, match: str, texts: Mapping[int, tuple[str, str, str]], markers: tuple[str, str], tokens: int,
+    apart: str = "",
 ) -> dict[int, str]:
     """snippet() of the body for a handful of (title, heading, body) texts that match ``match``,
-    computed in a temporary FTS5 table.
+    computed in a temporary FTS5 table. With ``apart`` (a separator no text holds), the parts of
+    their identifiers are words too (identifiers.parts_apart), and a snippet shows them as written.
 
     The index is contentless (its text is stored compressed), so snippets are made from the few
     sections being returned: this keeps snippet cost independent of the size of the index.
@@ -1697,14 +1699,22 @@ def snippets(
         conn.execute("DELETE FROM temp.snippet_fts")
         conn.executemany(
             "INSERT INTO temp.snippet_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
-            [_shown_row(rowid, *text) for rowid, text in texts.items()],
+            [_shown_row(rowid, *((parts_apart(part, apart) for part in text) if apart else text)) for rowid, text in texts.items()],
         )
         rows = conn.execute(
             "SELECT rowid, snippet(snippet_fts, 2, ?, ?, '…', ?) FROM temp.snippet_fts WHERE snippet_fts MATCH ?",
             (markers[0], markers[1], tokens, match),
         ).fetchall()
-    between = markers[1] + CJK_SEPARATOR + markers[0]  # two CJK words highlighted side by side read as one
-    return {rowid: shown_text(text.replace(between, "")) for rowid, text in rows}
+    # Two CJK words, or two parts of an identifier, highlighted side by side read as one.
+    joins = [markers[1] + separator + markers[0] for separator in (CJK_SEPARATOR, apart) if separator]
+    return {rowid: shown_text(_without(text, [*joins, apart])) for rowid, text in rows}
+
+
+def _without(text: str, pieces: Sequence[str]) -> str:
+    """``text`` with every one of ``pieces`` taken out, in order."""
+    for piece in pieces:
+        text = text.replace(piece, "")
+    return text
 
 
 def outline_text(outline: Sequence[tuple[int, int, str]]) -> str:

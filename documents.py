@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+import code_outline
 import database
 from exceptions import ArgumentError, FileSkipped, IndexUnavailableError
 from file_utils import check_single_file, read_regular_file, reading_from, resolve_user_path, whitespace_twin
@@ -27,7 +28,8 @@ from snippets import visible_text
 from sources import indexed_folders
 
 #: get_document returns at most this many characters at once, and lists at most
-#: MAX_OUTLINE_HEADINGS headings of a file.
+#: MAX_OUTLINE_HEADINGS headings of a file (a heading asked for is looked up among all the index
+#: holds, markup.MAX_HEADINGS).
 MAX_DOCUMENT_CHARS = 100_000
 MAX_OUTLINE_HEADINGS = 1000
 #: An unknown heading's error lists at most this many of the file's headings.
@@ -47,24 +49,23 @@ class Document:
     path: str
     title: str
     lines: list[str]
+    #: The headings read: the first MAX_OUTLINE_HEADINGS + 1, or all of them when one is looked up.
     outline: list[OutlineEntry]
-    #: The file has more headings than the outline lists (MAX_OUTLINE_HEADINGS).
-    outline_truncated: bool
     content_hash: str
     mtime_ns: int
 
 
-def file_outline(content: Content, total_lines: int) -> tuple[list[OutlineEntry], bool]:
-    """The first MAX_OUTLINE_HEADINGS headings of a file (``content`` read with most=
-    MAX_OUTLINE_HEADINGS + 1), each named by its path as search results name sections ("Install >
-    Linux"), with the lines it spans (its subsections included); and whether it has more."""
+def file_outline(content: Content, lines: list[str]) -> list[OutlineEntry]:
+    """The headings of a file (as many as ``content`` was read with), each named by its path as
+    search results name sections ("Install > Linux"), with the lines it spans (its subsections
+    included; a definition of code without what closes the block holding it)."""
+    total_lines = len(lines)
     padded, headings = content.padded, content.headings
-    more = len(headings) > MAX_OUTLINE_HEADINGS
     entries: list[OutlineEntry] = []
     path: list[tuple[int, str]] = []
     open_entries: list[OutlineEntry] = []
     line = counted = 0
-    for at, level, heading in headings[:MAX_OUTLINE_HEADINGS]:
+    for at, level, heading in headings:
         line += padded.count("\n", counted, at + 1)  # the heading's line: newlines up to its boundary
         counted = at + 1
         while path and path[-1][0] >= level:
@@ -76,7 +77,10 @@ def file_outline(content: Content, total_lines: int) -> tuple[list[OutlineEntry]
         entry: OutlineEntry = {"heading": name_shown, "level": level, "line_start": line, "line_end": total_lines}
         entries.append(entry)
         open_entries.append(entry)
-    return entries, more
+    if content.code:
+        for entry in entries:
+            entry["line_end"] = code_outline.definition_end(lines, entry["line_start"], entry["line_end"])
+    return entries
 
 
 def text_lines(text: str) -> list[str]:
@@ -87,17 +91,18 @@ def text_lines(text: str) -> list[str]:
     return lines
 
 
-def read_document(config: ServerConfig, user_path: str) -> Document:
+def read_document(config: ServerConfig, user_path: str, every_heading: bool = False) -> Document:
     """The file at ``user_path`` read from disk now, if the index would read it: the path rules of
-    refresh_index (UnsafePathError), then the walk's (ArgumentError naming why not)."""
+    refresh_index (UnsafePathError), then the walk's (ArgumentError naming why not). Its outline
+    holds the first MAX_OUTLINE_HEADINGS + 1 headings, or with ``every_heading`` all the index holds."""
     root = config.source_directory
     rel = resolve_user_path(root, user_path, config.index_output_directory)
     folders = indexed_folders(config, config.source)
     with reading_from(folders.get(""), folders):
-        return _read_checked(config, rel)
+        return _read_checked(config, rel, None if every_heading else MAX_OUTLINE_HEADINGS + 1)
 
 
-def _read_checked(config: ServerConfig, rel: str) -> Document:
+def _read_checked(config: ServerConfig, rel: str, most: int | None) -> Document:
     """read_document of the source key ``rel``, once the path is known safe."""
     root = config.source_directory
     try:
@@ -111,13 +116,12 @@ def _read_checked(config: ServerConfig, rel: str) -> Document:
             hint += f"; indexed paths it may mean: {', '.join(meant)}" if meant else ""
             raise ArgumentError("path", f"{rel}: no such file in the source directory{hint}")
         raw = read_regular_file(root, rel, config.max_file_size_bytes)
-        content = file_content(rel, raw.data, config.index_notebook_outputs, MAX_OUTLINE_HEADINGS + 1, config.max_file_size_bytes)
+        content = file_content(rel, raw.data, config.index_notebook_outputs, most, config.max_file_size_bytes)
     except FileSkipped as skipped:
         detail = f": {skipped.detail}" if skipped.detail else ""
         raise ArgumentError("path", f"{rel} is not a file the index reads ({skipped.reason}{detail}); nothing was returned") from None
     lines = text_lines(content.text)
-    outline, more = file_outline(content, len(lines))
-    return Document(rel, visible_text(content.title), lines, outline, more, raw.content_hash, raw.mtime_ns)
+    return Document(rel, visible_text(content.title), lines, file_outline(content, lines), raw.content_hash, raw.mtime_ns)
 
 
 class Part(NamedTuple):
@@ -189,7 +193,7 @@ def document_reply(
         raise ArgumentError("max_chars", f"must be a whole number from 1 to {MAX_DOCUMENT_CHARS:,}, got {max_chars!r}")
     if heading is not None and not isinstance(heading, str):
         raise ArgumentError("heading", f"must be a string, got {heading!r}")
-    document = read_document(config, user_path)
+    document = read_document(config, user_path, every_heading=bool(heading))
     part = document_part(document, heading, start_line, end_line, max_chars, start_char)
     key = config.key(config.source.name, document.path)
     changed = _indexed_hash(config.db_path, key) != document.content_hash
@@ -203,8 +207,8 @@ def document_reply(
         "last_modified": modified_time(document.mtime_ns),
     }
     if outline:
-        entries = outline_within(document.outline, max_chars)
-        reply.update(outline=entries, outline_truncated=document.outline_truncated or len(entries) < len(document.outline))
+        entries = outline_within(document.outline[:MAX_OUTLINE_HEADINGS], max_chars)
+        reply.update(outline=entries, outline_truncated=len(entries) < len(document.outline))
     return reply
 
 
@@ -266,8 +270,7 @@ def _heading_named(document: Document, heading: str, line: int | None = None) ->
         if not names:
             raise ArgumentError("heading", f"{document.path} has no headings; ask for start_line/end_line instead")
         listed = "; ".join(names[:MAX_HEADINGS_LISTED]) + (f"; ... ({len(names)} listed)" if len(names) > MAX_HEADINGS_LISTED else "")
-        beyond = f" (only its first {MAX_OUTLINE_HEADINGS} headings are looked up)" if document.outline_truncated else ""
-        raise ArgumentError("heading", f"{wanted[:200]!r} is not a heading of {document.path}{beyond}; its headings: {listed}")
+        raise ArgumentError("heading", f"{wanted[:200]!r} is not a heading of {document.path}; its headings: {listed}")
     chosen = found
     if nth is not None:
         if not 1 <= nth <= len(found):

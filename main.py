@@ -68,7 +68,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     described = {
         "source_directory": ("[NAME=]DIR", "a folder to index; give it again for more (NAME: results' collection, default the folder's name)"),
         "index_output_directory": ("DIR", "where index files go"),
-        "included_extensions": ("EXTS", "comma-separated, e.g. .md,.txt"),
+        "included_extensions": ("EXTS", "comma-separated, e.g. .md,.txt; @code: a source tree's code, docs and config files"),
         "excluded_extensions": ("EXTS", "comma-separated, e.g. .log"),
         "scan_interval_seconds": ("S", "seconds between rescans (0: only at start)"),
         "max_file_size_mb": ("N", "skip larger files"),
@@ -81,7 +81,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         metavar, text = described[key]
         common.add_argument(flag, dest=key, metavar=metavar, help=text, **({"action": "append"} if key == "source_directory" else {}))
     common.add_argument(
-        "--config", metavar="FILE", help=f"JSON config file (default: ${CONFIG_ENV_VAR}, else config.json beside main.py in a clone, ~/.config/docsearch/config.json installed)"
+        "--config", metavar="FILE", help=f"JSON config file (default: ${CONFIG_ENV_VAR}, else config.json beside main.py in a clone, ~/.config/docsearch/config.json installed);"
+        ' each of its sources may have settings of its own: {"sources": {"app": {"path": "~/src/app", "included_extensions": "@code"}}}'
     )
     common.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     env_help = "environment: " + ", ".join(ENV_VARS.values())

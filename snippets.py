@@ -40,6 +40,8 @@ SNIPPET_MAX_FINDS = 50
 SNIPPET_MAX_WORDS = 16
 ELLIPSIS = "…"
 _MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"  # private-use markers, replaced by ** after locating lines
+#: Between the parts of an identifier when a snippet is made from them (a control: no shown text holds one).
+_PARTS_APART = "\x1f"
 HIGHLIGHT = "**"
 #: The file's own "**" (Markdown bold, Python's **kwargs) is shown escaped, so that a bare "**"
 #: in a snippet always marks a match.
@@ -74,6 +76,10 @@ def section_snippets(conn: sqlite3.Connection, highlights: Sequence[Sequence[str
                 for rowid, window in windows.items()
                 if rowid not in shown and window != (0, len(bodies[rowid]))
             }
+        # A text the words match only inside its identifiers (parseQueryString for "parse query"):
+        # its snippet is made from it with the identifiers' parts apart.
+        texts = {rowid: (sections[rowid]["title"], sections[rowid]["heading"], body) for rowid, body in bodies.items() if rowid not in shown}
+        shown.update(database.snippets(conn, match, texts, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS, _PARTS_APART))
     return shown
 
 

@@ -263,6 +263,8 @@ def test_a_mistyped_command_names_the_one_meant(source: Path, tmp_path: Path) ->
     assert other.returncode == 2
     assert other.stderr == "main.py: unknown command 'frobnicate'; the commands are serve, index, search, get, list, status (main.py --help)\n"
     assert run("--help").returncode == 0 and run("get", "--help").returncode == 0
+    serve_help = " ".join(run("serve", "--help").stdout.split())
+    assert "@code: a source tree's code" in serve_help and '"sources": {"app": {"path":' in serve_help
     # Options first is still serve's (see test_serve_stops_on_ctrl_c...): a flag of no command is argparse's.
     assert "unrecognized arguments: --lines" in run("--source", str(source), "--lines", "1:2").stderr
 

@@ -13,7 +13,7 @@ import pytest
 
 import code_outline
 from database import IndexWriter
-from documents import document_reply
+from documents import MAX_OUTLINE_HEADINGS, document_reply
 from indexer import TextIndexer
 from models import ServerConfig
 from search import search
@@ -163,6 +163,27 @@ def test_titles_are_never_code_or_licence() -> None:
     assert outline_of("adapters.py", module_name)[1] == "This module holds the adapters."
 
 
+@pytest.mark.parametrize("name, text", [
+    ("sum.js", "// return x + y;\nvar a = 1;\n"),
+    ("calc.js", "// const value = compute(a, b);\nvar a = 1;\n"),
+    ("err.go", "// if err != nil { return err }\npackage x\n"),
+    ("hello.py", '# print("hello world", x)\nx = 1\n'),
+    ("cache.py", "# self.cache.clear(key, value, now)\nx = 1\n"),
+    ("imports.rb", "# require 'json' for the parser below\nx = 1\n"),
+    ("owned.py", '"""Copyright 2020 ACME Inc. All rights reserved."""\nimport os\n'),
+    ("apache.py", '"""Licensed under the Apache License, Version 2.0 (the "License")."""\nimport os\n'),
+    ("spdx.py", '"""SPDX-License-Identifier: MIT OR Apache-2.0"""\nimport os\n'),
+])
+def test_a_title_is_prose_never_code_commented_out_nor_a_licence_docstring(name: str, text: str) -> None:
+    assert outline_of(name, text)[1] == name
+
+
+def test_prose_that_names_code_is_still_a_title() -> None:
+    said = "Module containing bug report helper(s) for get_document(heading=...) on Python >= 3.12."
+    assert outline_of("help.py", f'"""{said}"""\n')[1] == said
+    assert outline_of("help.js", f"// {said}\nvar a = 1;\n")[1] == said
+
+
 def test_python_that_does_not_parse_is_read_by_keywords() -> None:
     headings, title = outline_of("broken.py", "def broken(:\n    pass\nclass A:\n    def b(self): pass\n")
     assert headings == [(1, "def broken"), (1, "class A"), (2, "def b")]
@@ -191,7 +212,7 @@ def test_hostile_code_is_bounded_and_never_an_error(name: str, text: str) -> Non
 
 @pytest.fixture
 def code_config(config: ServerConfig) -> ServerConfig:
-    return replace(config, included_extensions=(".py", ".go", ".js", ".md"))
+    return replace(config, included_extensions=(".py", ".go", ".js", ".md", ".rb"))
 
 
 def scanned(config: ServerConfig) -> None:
@@ -216,6 +237,50 @@ def test_a_hit_names_the_definition_and_get_document_returns_exactly_it(code_con
         document = document_reply(code_config, path, heading=heading)
         assert document["text"].split("\n")[0] == first_line
         assert "def helper" not in document["text"] and "func NewRouter" not in document["text"]
+
+
+def test_a_definition_past_the_outline_bound_is_returned_as_search_names_it(code_config: ServerConfig, source: Path) -> None:
+    count = MAX_OUTLINE_HEADINGS + 500
+    write(source, "many.py", "".join(f"def f{n}():\n    return {n}\n\n\n" for n in range(count)) + "def last_one():\n    return 'zebra'\n")
+    scanned(code_config)
+    hit = search(code_config.db_path, "zebra")["results"][0]
+    assert hit["heading"] == "def last_one"
+    reply = document_reply(code_config, "many.py", heading=hit["heading"], outline=True)
+    assert reply["text"] == "def last_one():\n    return 'zebra'" and reply["line_start"] == 4 * count + 1
+    assert reply["outline_truncated"] and len(reply["outline"]) <= MAX_OUTLINE_HEADINGS
+    assert document_reply(code_config, "many.py", heading=f"def f{count - 1}")["text"].startswith(f"def f{count - 1}():")
+
+
+SHAPES_RB = """\
+# Shapes drawn on a canvas.
+module Draw
+  class Shape
+    def area
+      0
+    end
+
+    def name
+      "shape"
+    end
+  end
+end
+
+def helper
+  1
+end
+"""
+
+
+def test_a_definition_ends_with_its_own_closing_line_not_its_holders(code_config: ServerConfig, source: Path) -> None:
+    write(source, "shapes.rb", SHAPES_RB)
+    write(source, "shapes.js", SHAPES_RB.replace("end", "}").replace("module Draw", "namespace Draw {").replace("class Shape", "class Shape {")
+          .replace("def area", "area() {").replace("def name", "name() {").replace("def helper", "function helper() {"))
+    assert document_reply(code_config, "shapes.rb", heading="def name")["text"] == '    def name\n      "shape"\n    end'
+    assert document_reply(code_config, "shapes.rb", heading="class Shape")["text"].endswith('      "shape"\n    end\n  end')
+    assert document_reply(code_config, "shapes.rb", heading="module Draw")["text"].endswith("  end\nend")
+    assert document_reply(code_config, "shapes.js", heading="name()")["text"] == '    name() {\n      "shape"\n    }'
+    outline = document_reply(code_config, "shapes.rb", outline=True)["outline"]
+    assert [(entry["line_start"], entry["line_end"]) for entry in outline] == [(2, 12), (3, 11), (4, 6), (8, 10), (14, 16)]
 
 
 def test_test_files_rank_below_the_code_they_test_unless_asked_for(code_config: ServerConfig, source: Path) -> None:

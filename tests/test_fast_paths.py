@@ -3,11 +3,14 @@
 Near-copy folding (copies.Leaders.near, copies._similarity) against the logic it replaced, copied
 here; matching_texts' contentless temp table against the contentful one it replaced; the read-ahead
 budget of loader processes when the writer's process loads the first chunk; per-file tags replaced
-and removed; a damaged stored outline reported like a damaged body."""
+and removed; a damaged stored outline reported like a damaged body; identifier_parts against the
+word-by-word reading it replaced, copied here."""
 
 from __future__ import annotations
 
 import heapq
+import re
+import string
 import sqlite3
 import struct
 from collections import Counter
@@ -19,6 +22,7 @@ from hypothesis import strategies as st
 
 import copies
 import database
+import identifiers
 import loader
 from exceptions import IndexUnavailableError
 from indexer import TextIndexer
@@ -170,6 +174,57 @@ def test_a_reader_connection_has_the_span_table_contentless_and_empty(config: Se
     assert conn.execute("SELECT count(*) FROM temp.span_fts").fetchone()[0] == 0
     tables = {name for (name,) in conn.execute("SELECT name FROM temp.sqlite_master WHERE type = 'table'")}
     assert "span_fts_content" not in tables  # contentless: no copy of the text is kept
+
+
+# ---- identifier parts: the word-by-word reading before the change, copied --------------------
+
+_OLD_CLASSES = str.maketrans({
+    **{chr(code): " " for code in range(128)},
+    **{character: "a" for character in string.ascii_lowercase + string.digits},
+    **{character: "A" for character in string.ascii_uppercase},
+})
+_OLD_CASE_CHANGES = (re.compile("aA"), re.compile("AAa"))
+_OLD_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+def _old_identifier_parts(text: str) -> str:
+    classes = text.translate(_OLD_CLASSES)
+    changes = sorted(found.start() + 1 for pattern in _OLD_CASE_CHANGES for found in pattern.finditer(classes))
+    parts: list[str] = []
+    position = 0
+    for at in changes:
+        if at < position:
+            continue
+        window = max(0, at - identifiers.MAX_IDENTIFIER_CHARS)
+        start = classes.rfind(" ", window, at) + 1
+        end = classes.find(" ", at)
+        end = len(text) if end < 0 else end
+        if (start or not window) and end - start <= identifiers.MAX_IDENTIFIER_CHARS:
+            parts.extend(_OLD_PART.findall(text, start, end))
+        position = end
+    return " ".join(parts)
+
+
+#: Words of every class the reading tells apart, and runs long enough to cross the identifier bound.
+_piece = st.one_of(
+    st.text(alphabet="aZbY09Q?é_ -.\n\u00a0\u2003ß\u4e2d\ud800", max_size=12),
+    st.builds(lambda piece, times: piece * times, st.sampled_from(["a", "B", "aB", "AB", "1", "é", "?"]), st.integers(40, 120)),
+    st.sampled_from(["parseQueryString", "HTTPAdapter", "getV2Config", "XMLHttpRequest", "PSObject", "HTTP2", "x2D", "éA", "AéB"]),
+    st.text(max_size=8),
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(pieces=st.lists(_piece, max_size=12))
+def test_identifier_parts_are_the_same_as_before(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    assert identifiers.identifier_parts(text) == _old_identifier_parts(text)
+
+
+def test_identifier_parts_of_real_texts_are_the_same_as_before() -> None:
+    for path in sorted(Path(__file__).resolve().parent.parent.glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        assert identifiers.identifier_parts(text) == _old_identifier_parts(text), path.name
 
 
 # ---- loading: every file once, in order, and the read-ahead budget kept -----------------------

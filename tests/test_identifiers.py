@@ -5,6 +5,7 @@ the words added to the index never show in a snippet."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,23 @@ def test_added_words_are_not_shown(indexed: ServerConfig) -> None:
     assert "Query String" not in hit["snippet"] and "parse Query" not in hit["snippet"]
     hit = search(indexed.db_path, "http adapter", 5)["results"][0]
     assert hit["path"] == "other.md" and "HTTP Adapter" not in hit["snippet"]
+
+
+def test_a_match_inside_an_identifier_names_its_definition_and_shows_it(config: ServerConfig, source: Path) -> None:
+    code = replace(config, included_extensions=(".js",))
+    write(source, "ident.js", 'function parseQueryString(s) {\n  return s.split("&");\n}\n\n'
+          "function XMLHttpRequestHandlerFactory() {\n  return new Handler();\n}\n")
+    write(source, "other.js", "function unrelated() {\n  return 1;\n}\n")
+    writer = IndexWriter(code.db_path)
+    assert TextIndexer(code, writer).scan()["success"]
+    writer.close()
+    for query, heading in [("parse query string", "function parseQueryString"), ("xml http request handler factory", "function XMLHttpRequestHandlerFactory")]:
+        hit = search(code.db_path, query, 5)["results"][0]
+        assert (hit["path"], hit["heading"]) == ("ident.js", heading)
+        assert heading.split()[1] in hit["snippet"].replace("**", "") and "**" in hit["snippet"], hit["snippet"]
+        assert "\x1f" not in hit["snippet"]
+    shown = search(code.db_path, "query string", 5)["results"][0]["snippet"]
+    assert "parse**QueryString**(s)" in shown  # the parts that match, side by side, highlighted as one
 
 
 def test_parts_of_identifiers() -> None:
