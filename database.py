@@ -14,14 +14,11 @@ directory is created 0700, every file in it 0600.
 from __future__ import annotations
 
 import errno
-import fcntl
-import grp
 import dataclasses
 import itertools
 import json
 import logging
 import os
-import pwd
 import re
 import stat
 import sqlite3
@@ -36,9 +33,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
-from exceptions import Cancelled, IndexUnavailableError
+from exceptions import IndexUnavailableError
 from identifiers import identifier_parts
-from models import DB_SUFFIX, INDEX_FORMAT, LoadedFile, Signature, StoredFile
+from index_files import (
+    PRIVATE_FILE_MODE, WriterLock, check_index_directory, file_identity, file_problem, index_file_problem, lock_path, make_private,
+    mark_closed, prepare_index_directory, replaced, take_closed_mark,
+)
+from models import INDEX_FORMAT, LoadedFile, Signature, StoredFile
 
 logger = logging.getLogger(__name__)
 
@@ -129,23 +130,8 @@ FTS_HASH_BYTES = 16 << 20
 FORMATS_KEY = "formats"
 #: best_section_per_file ranks this many sections per wanted file before falling back to grouping all.
 CANDIDATE_SECTIONS_PER_FILE = 8
-SQLITE_HEADER = b"SQLite format 3\x00"
 _CORRUPTION_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
 _INTERRUPT_CODE = 9  # SQLITE_INTERRUPT
-#: The index's files (database, WAL, shared memory, lock, moved-aside copies) and its directory.
-PRIVATE_FILE_MODE = 0o600
-PRIVATE_DIRECTORY_MODE = 0o700
-#: Beside each index: the flock that one writing process holds (see WriterLock).
-LOCK_SUFFIX = ".lock"
-#: Beside a closed index, what its file was (device, inode, size, mtime, ctime) when a writer last
-#: closed it with its WAL emptied, if that writer knew it sound (IndexWriter.sound) and nothing else
-#: had changed the file while it had it open. A server finding the index still exactly so skips the
-#: integrity check at its start, a read of the whole file (26.5 s warm, 240 s cold at a million
-#: files); any write, touch, copy or rename since moves the ctime, and the check runs. Taken away
-#: when a writer opens the index: a kill leaves none.
-CLOSED_SUFFIX = ".closed"
-#: While another process holds the write lock, try for it again this often (seconds).
-LOCK_POLL_SECONDS = 0.05
 #: Whenever SQLite restarts the WAL it cuts the file back to this size; a scan that wrote and
 #: closing the writer truncate it to nothing.
 WAL_SIZE_LIMIT = 4 << 20
@@ -157,7 +143,7 @@ PROGRESS_STEPS = 1000
 #: A file's name (its path after the last "/"), in lower case as SQLite lowers it (ASCII letters
 #: only): indexed, so that files_named finds the files of a name without reading every path.
 #: rtrim strips the name's characters off the path's end, leaving its folder to cut off.
-_FILE_NAME = "lower(replace(path, rtrim(path, replace(path, '/', '')), ''))"
+FILE_NAME_SQL = "lower(replace(path, rtrim(path, replace(path, '/', '')), ''))"
 
 SCHEMA = f"""
 CREATE TABLE files (
@@ -176,7 +162,7 @@ CREATE TABLE files (
     sketch BLOB NOT NULL,
     tags TEXT NOT NULL
 );
-CREATE INDEX files_by_name ON files({_FILE_NAME});
+CREATE INDEX files_by_name ON files({FILE_NAME_SQL});
 CREATE INDEX files_by_title ON files(lower(title));
 CREATE TABLE sections (
     id INTEGER PRIMARY KEY,
@@ -265,389 +251,6 @@ def interruptible(conn: sqlite3.Connection, should_stop: Callable[[], bool] | No
         conn.set_progress_handler(None, 0)
 
 
-# ---- the index's files on disk ---------------------------------------------------------------
-
-
-def lock_path(db_path: Path) -> Path:
-    return db_path.with_name(db_path.name + LOCK_SUFFIX)
-
-
-def _file_identity(db_path: Path) -> list[int] | None:
-    """The index file's device, inode, size, mtime and ctime; None if no file is there."""
-    try:
-        st = os.lstat(db_path)
-    except OSError:
-        return None
-    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns] if stat.S_ISREG(st.st_mode) else None
-
-
-def _closed_identity(db_path: Path) -> list[int] | None:
-    """_file_identity, when the WAL holds nothing (as a clean close leaves it); else None."""
-    try:
-        wal = os.lstat(f"{db_path}-wal").st_size
-    except FileNotFoundError:
-        wal = 0
-    except OSError:
-        return None
-    return None if wal else _file_identity(db_path)
-
-
-def _mark_closed(db_path: Path) -> None:
-    """Note beside the index, just closed with its WAL emptied, what its file is now (CLOSED_SUFFIX)."""
-    identity = _closed_identity(db_path)
-    if identity is None:
-        return
-    try:
-        fd = _open_private_file(Path(f"{db_path}{CLOSED_SUFFIX}"), os.O_WRONLY | os.O_TRUNC)
-        try:
-            os.write(fd, json.dumps(identity).encode())
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        logger.warning("could not note that %s was closed cleanly: %s", db_path, exc)
-
-
-def _take_closed_mark(db_path: Path) -> bool:
-    """Whether the index is exactly as a writer left it when it last closed it cleanly; the note
-    saying so is removed either way, whatever is in its place (CLOSED_SUFFIX)."""
-    mark = Path(f"{db_path}{CLOSED_SUFFIX}")
-    text = b""
-    try:
-        fd = os.open(mark, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
-            text = os.read(fd, 200)
-        finally:
-            os.close(fd)
-    except OSError:
-        pass  # none, or not a file of ours: not trusted
-    try:
-        os.unlink(mark)
-    except FileNotFoundError:
-        return False
-    except OSError as exc:  # a note that stays could outlive a kill: never trusted
-        logger.warning("could not remove %s, so the index is checked at every start: %s", mark, exc)
-        return False
-    try:
-        recorded = json.loads(text)
-    except ValueError:
-        return False
-    now = _closed_identity(db_path)
-    return now is not None and recorded == now
-
-
-def prepare_index_directory(directory: Path) -> None:
-    """Create the index directory, and any missing folder above it, private to its owner (0700);
-    then check it (check_index_directory)."""
-    missing = []
-    folder = directory
-    while not os.path.lexists(folder) and folder != folder.parent:
-        missing.append(folder)
-        folder = folder.parent
-    for folder in reversed(missing):
-        try:
-            os.mkdir(folder, PRIVATE_DIRECTORY_MODE)
-            os.chmod(folder, PRIVATE_DIRECTORY_MODE)  # mkdir's mode is narrowed by the umask only
-        except FileExistsError:
-            pass
-    check_index_directory(directory)
-    mode = os.stat(directory).st_mode
-    if mode & 0o077:
-        logger.warning(
-            "index directory %s is mode %o: other users can see the names of its index files (their"
-            " contents are private, mode 600); chmod 700 it to hide them", directory, mode & 0o777,
-        )
-
-
-def check_index_directory(directory: Path) -> None:
-    """Raise unless ``directory`` is safe to keep the index in: a directory owned by this user (or
-    root) that no other user may write to. Another user who could write there could replace the
-    index with theirs, or put links where its WAL or lock go."""
-    st = os.stat(directory)
-    if not stat.S_ISDIR(st.st_mode):
-        raise NotADirectoryError(f"{directory} is not a directory")
-    if st.st_uid not in (os.geteuid(), 0):
-        raise PermissionError(f"{directory} belongs to another user (uid {st.st_uid}); choose a directory of your own")
-    if st.st_mode & stat.S_IWOTH:
-        raise PermissionError(f"any user may write to {directory}; choose a directory only you can write to")
-    if st.st_mode & stat.S_IWGRP and not _own_private_group(st.st_gid):
-        raise PermissionError(
-            f"the group of {directory} (gid {st.st_gid}) may write to it; choose a directory only you can write to,"
-            " or chmod g-w it"
-        )
-
-
-def _own_private_group(gid: int) -> bool:
-    """True for this user's own group (the user's primary group, named after the user, with no
-    other members listed), as many systems give each user: its write permission is the user's."""
-    try:
-        group, user = grp.getgrgid(gid), pwd.getpwuid(os.geteuid())
-    except KeyError:
-        return False
-    return gid == user.pw_gid and group.gr_name == user.pw_name and not [m for m in group.gr_mem if m != user.pw_name]
-
-
-def _index_file_problem(st: os.stat_result) -> str | None:
-    """Why a file at the index's path (lstat-ed) must not be used as the index, or None."""
-    if stat.S_ISLNK(st.st_mode):
-        return "a symbolic link, not an index file"
-    if not stat.S_ISREG(st.st_mode):
-        return "not a regular file"
-    if st.st_uid != os.geteuid():
-        return f"a file of another user (uid {st.st_uid})"
-    return None
-
-
-def other_settings_indexes(db_path: Path) -> list[Path]:
-    """Index files of the same source built with other settings (see ServerConfig.db_path)."""
-    prefix = db_path.name[: -len(DB_SUFFIX)].rsplit("-", 1)[0] + "-"
-    try:
-        names = os.listdir(db_path.parent)
-    except OSError:
-        return []
-    return sorted(
-        db_path.parent / name for name in names
-        if name.startswith(prefix) and name.endswith(DB_SUFFIX) and name != db_path.name
-    )
-
-
-def _open_private_file(path: Path, flags: int) -> int:
-    """Open (creating it 0600 if missing) a regular file of the index; never through a link, and
-    never blocking on a FIFO. A link, FIFO or socket in its place is removed first (the index
-    directory holds none of its own); a folder there is an error."""
-    flags |= os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
-    try:
-        fd = os.open(path, flags, PRIVATE_FILE_MODE)
-    except OSError as exc:
-        if exc.errno != errno.ELOOP:
-            raise
-        fd = None
-    if fd is not None:
-        st = os.fstat(fd)
-        if stat.S_ISREG(st.st_mode):
-            if st.st_mode & 0o077:
-                os.fchmod(fd, PRIVATE_FILE_MODE)
-            return fd
-        os.close(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(f"{path} is a folder where the index keeps a file of its own; remove it")
-    logger.warning("removing %s: not a file, where the index keeps a file of its own", path)
-    os.unlink(path)
-    return os.open(path, flags | os.O_EXCL, PRIVATE_FILE_MODE)
-
-
-def _make_private(path: Path) -> int:
-    """Create the database file 0600 if missing (SQLite gives its WAL and shared-memory files the
-    database's mode), narrow the mode of files an older version left readable by others, and
-    remove a link or other non-file where SQLite would open its WAL, shared memory or journal:
-    SQLite could otherwise write through a link planted there, or fail on it forever. Returns the
-    database file's inode."""
-    fd = _open_private_file(path, os.O_RDONLY)
-    try:
-        inode = os.fstat(fd).st_ino
-    finally:
-        os.close(fd)
-    for side in (Path(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal")):
-        try:
-            st = os.lstat(side)
-        except FileNotFoundError:
-            continue
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(f"{side} is a folder where the index keeps a file of its own; remove it")
-        if not stat.S_ISREG(st.st_mode):
-            logger.warning("removing %s: not a file, where the index keeps a file of its own", side)
-            os.unlink(side)
-        elif st.st_mode & 0o077:
-            os.chmod(side, PRIVATE_FILE_MODE)
-    return inode
-
-
-class LockHolder(NamedTuple):
-    """What the process holding an index's write lock says it is doing (see WriterLock.record),
-    and the index's error count as it knew it (which outlives a damaged index's meta table)."""
-
-    pid: int | None
-    phase: str = ""
-    files_done: int = 0
-    files_total: int = 0
-    errors: int = 0
-    #: With phase "failed": why the holder could not write the index (SQLite's message).
-    problem: str = ""
-
-
-#: The lock file holds one record of this many bytes, always rewritten whole in one write, so that
-#: a reader never sees it half written.
-LOCK_RECORD_BYTES = 96
-
-
-class WriterLock:
-    """The write lock of one index across processes: an flock on ``<index>.lock``.
-
-    One process writes an index at a time: it holds this lock for a whole scan, or for one
-    file's refresh. Other processes answer searches from the same file meanwhile (readers never
-    wait, WAL) and write when it is free; the kernel frees it when its holder exits or dies.
-    Within a process it is re-entrant and shared by threads, so a refresh during the process's own
-    scan goes ahead between the scan's batches (IndexWriter.lock orders the transactions).
-
-    The holder writes what it is doing into the file (record), which holder() reads: status from
-    any process sees a scan as it goes. A lock file deleted or replaced under its holder would let
-    a second process in: each entry checks that the file at the path is still the one locked, and
-    locks the new one (waiting for its holder) if not.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._mutex = threading.Lock()  # held while waiting for the flock, so threads wait in turn
-        self._fd: int | None = None
-        self._depth = 0
-
-    @contextmanager
-    def held(self, on_wait: Callable[[int | None], None] | None = None, stop: Callable[[], bool] | None = None) -> Iterator[None]:
-        """Hold the lock inside; ``on_wait(pid of the holder)`` is called once if another process
-        has it. Raises Cancelled if ``stop()`` turns true while waiting."""
-        with self._mutex:
-            if self._depth == 0:
-                self._fd = self._take(on_wait, stop)
-            elif not self._still_ours():
-                fresh = self._take(on_wait, stop)
-                os.close(self._fd)  # type: ignore[arg-type]
-                self._fd = fresh
-            self._depth += 1
-        try:
-            yield
-        finally:
-            self._release()
-
-    def try_hold(self) -> bool:
-        """Take the lock if nobody else has it (release with ``release``); False otherwise."""
-        with self._mutex:
-            if self._depth == 0:
-                fd = self._open()
-                if not self._locked(fd):
-                    os.close(fd)
-                    return False
-                self._fd = fd
-            self._depth += 1
-            return True
-
-    def release(self) -> None:
-        self._release()
-
-    def _release(self) -> None:
-        with self._mutex:
-            self._depth -= 1
-            if self._depth == 0 and self._fd is not None:
-                os.close(self._fd)  # closing the only descriptor releases the flock
-                self._fd = None
-
-    def _open(self) -> int:
-        try:
-            return _open_private_file(self.path, os.O_RDWR)
-        except FileNotFoundError:  # the index directory was deleted: make it again
-            prepare_index_directory(self.path.parent)
-            return _open_private_file(self.path, os.O_RDWR)
-
-    def _locked(self, fd: int) -> bool:
-        """Lock ``fd``; True if locked and it is still the file at the path (then stamped)."""
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        if not _same_file(fd, self.path):
-            return False  # deleted or replaced after it was opened: the caller opens the new one
-        self._write(fd, f"holding 0 0 {_read_holder(fd).errors}")
-        return True
-
-    def _take(self, on_wait: Callable[[int | None], None] | None, stop: Callable[[], bool] | None) -> int:
-        told = False
-        while True:
-            fd = self._open()
-            try:
-                if self._locked(fd):
-                    return fd
-                if on_wait is not None and not told:
-                    on_wait(_read_holder(fd).pid)
-                    told = True
-            except BaseException:
-                os.close(fd)
-                raise
-            os.close(fd)
-            if stop is not None and stop():
-                raise Cancelled("stopped while waiting for another process to finish writing the index")
-            time.sleep(LOCK_POLL_SECONDS)
-
-    def _still_ours(self) -> bool:
-        return self._fd is not None and _same_file(self._fd, self.path)
-
-    @staticmethod
-    def _write(fd: int, note: str) -> None:
-        record = f"{os.getpid()} {note}".encode("ascii", "replace")[: LOCK_RECORD_BYTES - 1]
-        os.pwrite(fd, record.ljust(LOCK_RECORD_BYTES - 1) + b"\n", 0)
-
-    def record(self, phase: str, files_done: int = 0, files_total: int = 0, errors: int = 0, problem: str = "") -> None:
-        """Say what the holder is doing, and the error count, for holder() in any process (held only);
-        ``problem``: with phase "failed", why (cut to what the record holds)."""
-        if self._fd is not None:
-            self._write(self._fd, f"{phase} {files_done} {files_total} {errors} {problem}".rstrip())
-
-    def _open_to_read(self) -> int | None:
-        """A descriptor of the lock file if it is a regular file (never a link, never a FIFO's wait)."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except OSError:
-            return None
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            return fd
-        os.close(fd)
-        return None
-
-    def last_record(self) -> LockHolder | None:
-        """What the last holder recorded, whether or not anyone holds the lock now."""
-        fd = self._open_to_read()
-        if fd is None:
-            return None
-        try:
-            return _read_holder(fd)
-        finally:
-            os.close(fd)
-
-    def holder(self) -> LockHolder | None:
-        """Who holds the lock now (this process included) and what it recorded, or None."""
-        fd = self._open_to_read()
-        if fd is None:
-            return LockHolder(os.getpid()) if self._depth else None
-        try:
-            if not self._depth:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    return _read_holder(fd)
-                fcntl.flock(fd, fcntl.LOCK_UN)
-                return None
-            return _read_holder(fd)
-        finally:
-            os.close(fd)
-
-
-def _same_file(fd: int, path: Path) -> bool:
-    try:
-        st = os.stat(path, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    opened = os.fstat(fd)
-    return (st.st_dev, st.st_ino) == (opened.st_dev, opened.st_ino)
-
-
-def _read_holder(fd: int) -> LockHolder:
-    """Parse what WriterLock._write put in the lock file; a torn or foreign text gives what it can."""
-    try:
-        fields = os.pread(fd, LOCK_RECORD_BYTES, 0).decode("ascii", "replace").split()
-    except OSError:
-        return LockHolder(None)
-    numbers = [int(field) if field.isdigit() else 0 for field in fields[2:5]]
-    pid = int(fields[0]) if fields and fields[0].isdigit() else None
-    return LockHolder(pid, fields[1] if len(fields) > 1 else "", *numbers, problem=" ".join(fields[5:]))
-
-
 def compress(text: str) -> bytes:
     return zlib.compress(text.encode("utf-8"), COMPRESSION_LEVEL)
 
@@ -712,7 +315,7 @@ class IndexWriter:
         self.write_lock = WriterLock(lock_path(db_path))
         with self.write_lock.held(on_wait, stop):
             #: The index is as a writer left it when it last closed it cleanly (CLOSED_SUFFIX).
-            self.closed_cleanly = _take_closed_mark(db_path)
+            self.closed_cleanly = take_closed_mark(db_path)
             self._open_sound()
             self.closed_cleanly &= self.recovered_from is None
             self.sound |= self.closed_cleanly
@@ -723,7 +326,7 @@ class IndexWriter:
         """A connection to a usable index at db_path (a damaged one is moved aside first) and the
         inode it opened, so a later deletion or replacement of the file can be noticed."""
         check_index_directory(self.db_path.parent)  # again at each reopen: it may have been replaced
-        problem = _file_problem(self.db_path)
+        problem = file_problem(self.db_path)
         if problem is None:
             try:
                 return self._connect()
@@ -741,7 +344,7 @@ class IndexWriter:
         reopened by the next scan (see file_replaced)."""
         attempts = OPEN_ATTEMPTS
         while True:
-            inode = _make_private(self.db_path)
+            inode = make_private(self.db_path)
             conn = connect(self.db_path)
             try:
                 _prepare_schema(conn)
@@ -749,7 +352,7 @@ class IndexWriter:
             except sqlite3.Error:
                 conn.close()
                 attempts -= 1
-                if not attempts or not _replaced(self.db_path, inode):
+                if not attempts or not replaced(self.db_path, inode):
                     raise
 
     def move_aside(self, problem: str) -> str:
@@ -780,7 +383,7 @@ class IndexWriter:
 
     def file_replaced(self) -> bool:
         """True if the database file was deleted or replaced since this writer opened it."""
-        return _replaced(self.db_path, self.inode)
+        return replaced(self.db_path, self.inode)
 
     def reopen(self) -> None:
         """Open whatever is at the database path now: a new empty index if the file was deleted."""
@@ -794,11 +397,11 @@ class IndexWriter:
         damaged one moved aside. Whether a writer knows its file sound decides if its close may
         vouch for it (CLOSED_SUFFIX); a check that passes (quick_check) makes it known sound, and
         damage a reader suspects (distrust) unknown again."""
-        before = _file_identity(self.db_path)
+        before = file_identity(self.db_path)
         moved = self.recovered_from
         self.conn, self.inode = self._open()
         self.sound = before is None or before[2] == 0 or self.recovered_from != moved
-        self._left = _file_identity(self.db_path)
+        self._left = file_identity(self.db_path)
 
     def distrust(self) -> None:
         """A reader saw the index fail: this writer no longer knows it sound, until a check passes."""
@@ -812,7 +415,7 @@ class IndexWriter:
             try:
                 yield
             finally:
-                self._left = _file_identity(self.db_path)
+                self._left = file_identity(self.db_path)
 
     def close(self) -> None:
         """Truncate the WAL (unless another process is writing: it will), then close. The index is
@@ -822,11 +425,11 @@ class IndexWriter:
         with self.lock:
             held = self.write_lock.try_hold()
             try:
-                untouched = held and self.sound and _file_identity(self.db_path) == self._left
+                untouched = held and self.sound and file_identity(self.db_path) == self._left
                 emptied = held and self._truncate_on_closing()
                 self.conn.close()
                 if emptied and untouched:
-                    _mark_closed(self.db_path)
+                    mark_closed(self.db_path)
             finally:
                 if held:
                     self.write_lock.release()
@@ -1106,34 +709,6 @@ def source_meta(meta: Mapping[str, str], prefix: str) -> dict[str, str]:
     return {key[cut:]: value for key, value in meta.items() if key.startswith(prefix)} if prefix else dict(meta)
 
 
-def _file_problem(db_path: Path) -> str | None:
-    """Cheap checks before SQLite sees the file: it must be a regular file of this user, not a
-    link, and a non-empty one must start with SQLite's header."""
-    try:
-        st = os.lstat(db_path)
-    except FileNotFoundError:
-        return None
-    problem = _index_file_problem(st)
-    if problem:
-        return problem
-    try:
-        with open(db_path, "rb") as handle:
-            header = handle.read(len(SQLITE_HEADER))
-    except FileNotFoundError:  # deleted since: as if it had not been there
-        return None
-    if header and header != SQLITE_HEADER:
-        return "not an SQLite database" if len(header) == len(SQLITE_HEADER) else "truncated file"
-    return None
-
-
-def _replaced(db_path: Path, inode: int) -> bool:
-    """True if no file is at ``db_path`` now, or another one than ``inode``."""
-    try:
-        return os.stat(db_path).st_ino != inode
-    except FileNotFoundError:
-        return True
-
-
 def _prepare_schema(conn: sqlite3.Connection) -> None:
     # Takes effect only on a new, empty file, and only before journal_mode: lets a large scan give
     # back the pages FTS5 merges free (see release_free_pages).
@@ -1173,9 +748,6 @@ def _make_index(conn: sqlite3.Connection, definition: str) -> None:
         logger.warning("could not make the index %s now (%s); reading without it", definition.split()[0], exc)
 
 
-# ---- reading ---------------------------------------------------------------------------------
-
-
 _reader_local = threading.local()
 
 
@@ -1213,7 +785,7 @@ def reader(db_path: Path) -> sqlite3.Connection:
 
 def _readable_index(db_path: Path) -> int:
     """The inode of the index file at ``db_path``, after the checks a writer makes when it opens
-    it (see check_index_directory, _index_file_problem): a reader never follows a link to another
+    it (see check_index_directory, index_file_problem): a reader never follows a link to another
     index, nor reads one that another user could have put there."""
     try:
         check_index_directory(db_path.parent)
@@ -1222,7 +794,7 @@ def _readable_index(db_path: Path) -> int:
         raise IndexUnavailableError(str(db_path), "no index yet; it is created by the first scan") from None
     except OSError as exc:
         raise IndexUnavailableError(str(db_path), f"cannot read it: {exc.strerror or exc}") from None
-    problem = _index_file_problem(st)
+    problem = index_file_problem(st)
     if problem:
         raise IndexUnavailableError(str(db_path), f"it is {problem}; not reading it (the next scan moves it aside)")
     return st.st_ino
@@ -1626,8 +1198,8 @@ def files_named(conn: sqlite3.Connection, name: str, most: int, scope: Scope = E
     passing = f" AND {scope.passing.sql}" if scope.passing.sql else ""
     rows = conn.execute(
         "SELECT id FROM ("
-        f" SELECT * FROM files WHERE {_FILE_NAME} = ?"
-        f" UNION SELECT * FROM files WHERE {_FILE_NAME} > ? AND {_FILE_NAME} < ? AND instr(substr({_FILE_NAME}, ?), '.') = 0"
+        f" SELECT * FROM files WHERE {FILE_NAME_SQL} = ?"
+        f" UNION SELECT * FROM files WHERE {FILE_NAME_SQL} > ? AND {FILE_NAME_SQL} < ? AND instr(substr({FILE_NAME_SQL}, ?), '.') = 0"
         " UNION SELECT * FROM files WHERE lower(title) = ?"
         f") AS files WHERE section_count > 0 AND {in_scope}{passing} ORDER BY path LIMIT ?",
         (key, key + ".", key + "/", len(key) + 2, key, scope.ids, scope.inside, *scope.passing.values, most),
@@ -1643,9 +1215,9 @@ def paths_near(conn: sqlite3.Connection, path: str, most: int) -> list[str]:
     key = _ascii_lower(name)
     prefix, start = f"{folder}/" if folder else "", key[:3]
     rows = conn.execute(
-        f"SELECT path FROM (SELECT path FROM files WHERE {_FILE_NAME} = ? LIMIT ?)"
+        f"SELECT path FROM (SELECT path FROM files WHERE {FILE_NAME_SQL} = ? LIMIT ?)"
         " UNION ALL SELECT path FROM (SELECT path FROM files WHERE path >= ? AND path < ? LIMIT ?)"
-        f" UNION ALL SELECT path FROM (SELECT path FROM files WHERE {_FILE_NAME} >= ? AND {_FILE_NAME} < ? LIMIT ?)",
+        f" UNION ALL SELECT path FROM (SELECT path FROM files WHERE {FILE_NAME_SQL} >= ? AND {FILE_NAME_SQL} < ? LIMIT ?)",
         (key, most, *starting_with(prefix), most, *starting_with(start), most),
     ).fetchall()
     return list(dict.fromkeys(found for (found,) in rows))

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import database
+import index_files
 from database import IndexWriter
 from exceptions import Cancelled, DocSearchError, FileSkipped, SourceUnavailableError, reason_of
 from file_utils import (
@@ -175,7 +176,7 @@ def watched_folder(config: ServerConfig) -> Callable[[str], bool]:
 class TextIndexer:
     """Owns the writer and the scan state; every index change goes through here.
 
-    Every change is made holding the index's write lock (database.WriterLock), so that one
+    Every change is made holding the index's write lock (index_files.WriterLock), so that one
     process writes at a time; a scan holds it throughout and records in the lock file how far it
     got, and what a scan found (its time, skipped files, errors) goes into the index's meta table,
     so every process reads the same status.
@@ -299,7 +300,7 @@ class TextIndexer:
         that one answers it. ``cancelled``: the caller gave up (it stops waiting, not a scan)."""
         asked_at = time.monotonic()
         stop = self._stop_check(cancelled)
-        while not self.scan_lock.acquire(timeout=database.LOCK_POLL_SECONDS):
+        while not self.scan_lock.acquire(timeout=index_files.LOCK_POLL_SECONDS):
             if stop():
                 return _stopped("the scan was cancelled before it started")
         try:

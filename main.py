@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import database
+import index_files
 from config import CONFIG_ENV_VAR, ENV_VARS, FLAGS, load_config
 from daemon import Daemons
 from database import IndexWriter, SourceWriter
@@ -456,7 +457,7 @@ def other_settings_hint(config: ServerConfig) -> str:
     """When this source has no index for these settings but has one for others, say so."""
     if config.db_path.exists():
         return ""
-    others = database.other_settings_indexes(config.db_path)
+    others = index_files.other_settings_indexes(config.db_path)
     if not others:
         return ""
     return (

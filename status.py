@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import database
+import index_files
 from exceptions import IndexUnavailableError
 from indexer import TextIndexer, write_problem
 from models import ServerConfig, Source, SourceStatus, StatusReply, WatchingReply, WatchState
@@ -40,7 +41,7 @@ def read_status(
         if indexer is not None:
             indexer.suspect_damage()
     meta = database.source_meta(counts["meta"], prefix)
-    lock = indexer.writer.write_lock if indexer else database.WriterLock(database.lock_path(db_path))
+    lock = indexer.writer.write_lock if indexer else index_files.WriterLock(index_files.lock_path(db_path))
     writer = lock.holder()
     own = indexer.progress if indexer else None
     failed = lock.last_record() if indexer is None and writer is None else None

@@ -26,7 +26,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path[:0] = [str(REPO), str(BENCH)]
 
-from database import WriterLock, lock_path  # noqa: E402
+from index_files import WriterLock, lock_path  # noqa: E402
 from models import ServerConfig  # noqa: E402
 
 MAIN = str(REPO / "main.py")

@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 import database
+import index_files
 from daemon import Daemon
-from database import CLOSED_SUFFIX, IndexWriter
+from database import IndexWriter
+from index_files import CLOSED_SUFFIX
 from indexer import TextIndexer
 from models import ServerConfig
 from search import search
@@ -314,8 +316,8 @@ def test_a_note_that_cannot_be_written_costs_a_check_only(
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(fd, data)
 
-    monkeypatch.setattr(database.os, "write", full_disk)
-    with caplog.at_level(logging.WARNING, logger="database"):
+    monkeypatch.setattr(index_files.os, "write", full_disk)
+    with caplog.at_level(logging.WARNING, logger="index_files"):
         writer.close()
     monkeypatch.undo()
     assert any("could not note" in record.getMessage() for record in caplog.records)

@@ -15,7 +15,8 @@ import pytest
 
 import database
 import indexer as indexer_module
-from database import IndexWriter, _mark_closed
+from database import IndexWriter
+from index_files import mark_closed
 from indexer import RACY_WINDOW_NS, TextIndexer
 from models import ServerConfig
 from search import search
@@ -213,7 +214,7 @@ def _as_before_files_signed(db_path: Path, note: bool) -> None:
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     if note:
-        _mark_closed(db_path)
+        mark_closed(db_path)
 
 
 def test_signatures_from_files_signed_equal_the_rows_for_odd_paths(source: Path, config: ServerConfig) -> None:
