@@ -23,8 +23,9 @@ from typing import NamedTuple
 
 import database
 import index_files
-from database import IndexWriter
+import index_writer
 from exceptions import Cancelled, DocSearchError, FileSkipped, SourceUnavailableError, reason_of
+from index_writer import IndexWriter
 from file_utils import (
     IGNORED_DIRECTORIES,
     FileFilter,
@@ -44,7 +45,7 @@ logger = logging.getLogger(__name__)
 #: the file system's timestamp granularity; its content hash is re-checked on the next scan.
 RACY_WINDOW_NS = 2_000_000_000
 #: A transaction holds at most this many files or bytes of text. Large batches make the first index
-#: fast: FTS5 builds a batch's terms in memory (up to database.FTS_HASH_BYTES) and writes them as
+#: fast: FTS5 builds a batch's terms in memory (up to index_writer.FTS_HASH_BYTES) and writes them as
 #: one segment at commit, so fewer commits mean fewer, larger segments and less merging.
 BATCH_FILES = 10_000
 BATCH_BYTES = 64 << 20
@@ -497,7 +498,7 @@ class TextIndexer:
         try:
             if wrote:
                 self.writer.release_free_pages()
-            if wrote or self.writer.wal_bytes() > database.WAL_SIZE_LIMIT:
+            if wrote or self.writer.wal_bytes() > index_writer.WAL_SIZE_LIMIT:
                 self.writer.truncate_wal()
         except sqlite3.Error as exc:  # all is committed: the scan did its work (the WAL may fill a full disk)
             if database.is_corruption(exc):

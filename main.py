@@ -34,11 +34,11 @@ import database
 import index_files
 from config import CONFIG_ENV_VAR, ENV_VARS, FLAGS, load_config
 from daemon import Daemons
-from database import IndexWriter, SourceWriter
 from documents import MAX_DOCUMENT_CHARS, document_reply
 from exceptions import ArgumentError, ConfigError, DocSearchError, reason_of, writable, writable_reply
 from filters import read_filters
 from http_server import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV_VAR, HttpSettings, http_settings, listening_socket, serve_http
+from index_writer import IndexWriter, SourceWriter
 from indexer import TextIndexer
 from listing import list_files
 from models import VERSION, DocumentReply, ScanProgress, ServerConfig, StatusReply

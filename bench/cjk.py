@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import database  # noqa: E402
-from database import IndexWriter  # noqa: E402
+from index_writer import IndexWriter  # noqa: E402
 from indexer import TextIndexer  # noqa: E402
 from models import ServerConfig  # noqa: E402
 from search import search  # noqa: E402

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from database import IndexWriter, SourceWriter  # noqa: E402
+from index_writer import IndexWriter, SourceWriter  # noqa: E402
 from indexer import TextIndexer  # noqa: E402
 from listing import list_files  # noqa: E402
 from models import ServerConfig, Source  # noqa: E402

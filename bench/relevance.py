@@ -33,8 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from database import IndexWriter  # noqa: E402
 from exceptions import QueryError  # noqa: E402
+from index_writer import IndexWriter  # noqa: E402
 from indexer import TextIndexer  # noqa: E402
 from models import ServerConfig  # noqa: E402
 from phrasings import fused_search  # noqa: E402

@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from database import IndexWriter, SourceWriter  # noqa: E402
 from exceptions import QueryError  # noqa: E402
+from index_writer import IndexWriter, SourceWriter  # noqa: E402
 from indexer import TextIndexer  # noqa: E402
 from models import ServerConfig, Source  # noqa: E402
 from search import search  # noqa: E402

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-import database
 import index_files
+import index_writer
 from daemon import Daemon
-from database import IndexWriter
 from index_files import CLOSED_SUFFIX
+from index_writer import IndexWriter
 from indexer import TextIndexer
 from models import ServerConfig
 from search import search
@@ -163,8 +163,8 @@ def checks_in_a_server_run(config: ServerConfig, monkeypatch: pytest.MonkeyPatch
     """The integrity checks (their ``sections_too``) a Daemon on ``config`` runs through its first
     scan and one more, until it is closed."""
     checks: list[bool] = []
-    real = database.IndexWriter.quick_check
-    monkeypatch.setattr(database.IndexWriter, "quick_check", lambda self, sections_too=False: checks.append(sections_too) or real(self))
+    real = index_writer.IndexWriter.quick_check
+    monkeypatch.setattr(index_writer.IndexWriter, "quick_check", lambda self, sections_too=False: checks.append(sections_too) or real(self))
     daemon = Daemon(config)
     daemon.start()
     try:

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import copies
 import database
+import index_writer
 import loader
 from exceptions import IndexUnavailableError
 from indexer import TextIndexer
@@ -96,7 +97,7 @@ def _old_matching_texts(conn: sqlite3.Connection, texts: dict[int, tuple[str, st
         conn.execute("DELETE FROM temp.snippet_fts")
         conn.executemany(
             "INSERT INTO temp.snippet_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
-            [database._fts_row(rowid, "", heading, text) for rowid, (heading, text) in texts.items()],
+            [index_writer._fts_row(rowid, "", heading, text) for rowid, (heading, text) in texts.items()],
         )
         for part in parts:
             anywhere = conn.execute("SELECT rowid FROM temp.snippet_fts WHERE snippet_fts MATCH ?", (f"{{heading body}} : {part}",))

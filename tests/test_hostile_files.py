@@ -18,7 +18,7 @@ import pytest
 from reliability_helpers import RelCorpus, rel_db_path, rel_run_main, rel_token, rel_unprivileged
 
 import database
-from database import IndexWriter
+from index_writer import IndexWriter
 from indexer import TextIndexer
 from models import ScanProgress, ServerConfig
 from search import search

@@ -14,7 +14,7 @@ import pytest
 
 import database
 import search
-from database import IndexWriter
+from index_writer import IndexWriter
 from indexer import TextIndexer
 from tests.conftest import write
 

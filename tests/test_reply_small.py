@@ -16,7 +16,7 @@ from mcp import Client, StdioServerParameters
 import indexer as indexer_module
 import tools
 from config import load_config
-from database import IndexWriter
+from index_writer import IndexWriter
 from indexer import TextIndexer
 from models import ScanProgress, ServerConfig
 from tests.conftest import MAIN_PY, write
