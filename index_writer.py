@@ -23,12 +23,13 @@ from typing import Any
 
 from database import (
     BUSY_TIMEOUT_MS, FORMATS_KEY, MAX_SECTIONS_PER_FILE, SCHEMA, SCHEMA_VERSION, SectionDamaged, connect, decompress, indexed_text,
-    is_corruption, meta_values, section_id, source_meta, starting_with, stored_file, stored_outline, suffix_counts,
+    is_corruption, section_id, starting_with, stored_outline,
 )
 from index_files import (
     PRIVATE_FILE_MODE, WriterLock, check_index_directory, file_identity, file_problem, lock_path, make_private, mark_closed,
     prepare_index_directory, replaced, take_closed_mark,
 )
+from index_queries import meta_values, source_meta, stored_file, suffix_counts
 from models import LoadedFile, Signature, StoredFile
 
 logger = logging.getLogger(__name__)

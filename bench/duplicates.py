@@ -10,7 +10,7 @@ near-identical copies. It is indexed with ``main.py index``.
 
 A result's text is the body of its best section as the index stores it: the section of the
 returned file that has the returned heading and contains the returned line range (the snippet's
-lines), read with database.load_sections. Texts are counted three ways: "exact" (the body as
+lines), read with index_queries.load_sections. Texts are counted three ways: "exact" (the body as
 stored), "said" (YAML front matter at the start and Markdown heading lines left out, whitespace
 runs as one space: a little looser than sections.said_key's rule, which drops front matter and
 heading lines only where the section starts and keeps whitespace) and "near" (said,
@@ -38,6 +38,7 @@ REPO = BENCH.parent
 sys.path[:0] = [str(REPO), str(BENCH)]
 
 import database  # noqa: E402
+import index_queries  # noqa: E402
 import search as search_module  # noqa: E402
 from models import ServerConfig  # noqa: E402
 from run import code_version  # noqa: E402
@@ -94,14 +95,14 @@ def best_section_text(conn: sqlite3.Connection, hit: dict) -> str:
     ).fetchall()
     if len(rows) != 1:
         raise RuntimeError(f"{len(rows)} sections of {hit['path']} fit {hit['heading']!r} {hit['line_start']}-{hit['line_end']}")
-    return str(database.load_sections(conn, [rows[0][0]])[rows[0][0]]["body"])
+    return str(index_queries.load_sections(conn, [rows[0][0]])[rows[0][0]]["body"])
 
 
 def says(conn: sqlite3.Connection, path: str, text: str) -> bool:
     """True if a section of the file at ``path`` says ``text`` (see said)."""
     first = file_id(conn, path) << database.SECTION_BITS
     ids = [rowid for (rowid,) in conn.execute("SELECT id FROM sections WHERE id >= ? AND id < ?", (first, first + database.MAX_SECTIONS_PER_FILE))]
-    return any(said(str(section["body"])) == text for section in database.load_sections(conn, ids).values())
+    return any(said(str(section["body"])) == text for section in index_queries.load_sections(conn, ids).values())
 
 
 def said(body: str) -> str:

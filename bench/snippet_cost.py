@@ -4,7 +4,7 @@
 
 DB is an index that ``main.py index --source DIR`` wrote, FLOOR_DB one that
 ``bench/floor.py index DIR FLOOR_DB`` wrote. The queries are bench/run.py's, chosen from DIR.
-"Without snippets" runs ``search.search()`` with ``database.snippets`` replaced by one that makes
+"Without snippets" runs ``search.search()`` with ``index_queries.snippets`` replaced by one that makes
 none, and the floor's query without its ``snippet()`` column. The four are sampled in turn.
 """
 
@@ -24,7 +24,7 @@ sys.path[:0] = [str(BENCH.parent), str(BENCH)]
 import floor  # noqa: E402
 from run import choose_queries  # noqa: E402
 
-import database  # noqa: E402
+import index_queries  # noqa: E402
 from search import search  # noqa: E402
 
 
@@ -45,7 +45,7 @@ def main() -> None:
         return conn.execute("SELECT path FROM docs WHERE docs MATCH ? ORDER BY rank LIMIT 10", (match,)).fetchall()
 
     def daemon_without_snippets(query: str) -> object:
-        with mock.patch.object(database, "snippets", no_snippets):
+        with mock.patch.object(index_queries, "snippets", no_snippets):
             return search(args.index, query, 10)
 
     print(f"{'query (p50 ms)':<16}{'daemon':>8}{'no snip':>9}{'floor':>8}{'no snip':>9}")

@@ -6,7 +6,7 @@ external-content FTS5 table over a view that decompresses the stored sections.
 DB is an index that ``main.py index --source DIR`` wrote; it is copied into --work, and the copy
 gets an external-content table (built with FTS5's 'rebuild', which takes about as long as
 indexing). For each of bench/run.py's queries, the daemon ranks the sections, then these are
-timed (p50 ms): ``temp`` database.snippets() on the whole sections; ``ext/row`` snippet() from the
+timed (p50 ms): ``temp`` index_queries.snippets() on the whole sections; ``ext/row`` snippet() from the
 external-content table, one statement per section (``rowid = ?``); ``ext IN`` one statement with
 ``rowid IN (...)``; ``seek`` finding the ten rows again in the index without any snippet.
 """
@@ -26,6 +26,7 @@ sys.path[:0] = [str(BENCH.parent), str(BENCH)]
 from run import choose_queries, timed  # noqa: E402
 
 import database  # noqa: E402
+import index_queries  # noqa: E402
 import search  # noqa: E402
 from query import build_match, parse_query  # noqa: E402
 from snippets import SNIPPET_TOKENS  # noqa: E402
@@ -74,13 +75,13 @@ def main() -> None:
 
 def time_routes(conn: sqlite3.Connection, match: str, rowids: list[int], repeat: int) -> list[float]:
     """p50 ms of: temp, ext/row, ext IN, seek (see the module docstring)."""
-    sections = database.load_sections(conn, rowids)
+    sections = index_queries.load_sections(conn, rowids)
     texts = {rowid: (s["title"], s["heading"], s["body"]) for rowid, s in sections.items()}
     per_row = "SELECT snippet(ext_fts, 2, '[', ']', '…', 32) FROM ext_fts WHERE ext_fts MATCH ? AND rowid = ?"
     in_list = f"SELECT snippet(ext_fts, 2, '[', ']', '…', 32) FROM ext_fts WHERE ext_fts MATCH ? AND rowid IN ({','.join('?' * len(rowids))})"
     seek = "SELECT rowid FROM sections_fts WHERE sections_fts MATCH ? AND rowid = ?"
     return [
-        p50(lambda: database.snippets(conn, match, texts, ("[", "]"), SNIPPET_TOKENS), repeat),
+        p50(lambda: index_queries.snippets(conn, match, texts, ("[", "]"), SNIPPET_TOKENS), repeat),
         p50(lambda: [conn.execute(per_row, (match, rowid)).fetchall() for rowid in rowids], repeat),
         p50(lambda: conn.execute(in_list, (match, *rowids)).fetchall(), repeat),
         p50(lambda: [conn.execute(seek, (match, rowid)).fetchall() for rowid in rowids], repeat),
