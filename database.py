@@ -1,14 +1,16 @@
-"""The only module that speaks SQL: connections, schema, transactions, recovery, queries.
+"""The core every database module shares: the schema and its version, connections (the writer's
+settings, each thread's reader), the text forms the index stores (fts_text, indexed_text, compressed
+text, section ids) and what SQLite's errors mean (problem_of, is_corruption, is_interruption).
+
+SQL is spoken only here and in the modules built on this one: index_files.py (the index's files on
+disk and the writer lock), index_writer.py (the one writing connection, schema preparation,
+recovery) and index_queries.py (everything the readers ask). Every value is bound.
 
 Layout: ``files`` holds one row per indexed file; ``sections`` one row per section with its
 text zlib-compressed; ``sections_fts`` is a contentless FTS5 table over (title, heading, body)
 whose rowids equal the section ids. A section id is ``file_id << SECTION_BITS | n``, so a file's
 sections are one rowid range and a hit's file is ``rowid >> SECTION_BITS``, with no join.
 One writer connection (the indexer's), any number of reader connections; WAL.
-
-Across processes, one writes at a time: a write holds WriterLock, an flock on ``<index>.lock``.
-Readers never need it, nor SQLite's write lock. Index files are private to their owner: the
-directory is created 0700, every file in it 0600.
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ def shown_text(text: str) -> str:
 COMPRESSION_LEVEL = 1  # zlib: level 1 is ~3x faster than 6 for ~10% more bytes on prose
 BUSY_TIMEOUT_MS = 10_000
 #: The meta key of a source's count of files by extension, kept by a scan for the server's
-#: instructions (after the source's prefix with several sources: SourceWriter.set_meta).
+#: instructions (after the source's prefix with several sources: index_writer.SourceWriter.set_meta).
 FORMATS_KEY = "formats"
 _CORRUPTION_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
 _INTERRUPT_CODE = 9  # SQLITE_INTERRUPT

@@ -27,7 +27,7 @@ CANDIDATE_SECTIONS_PER_FILE = 8
 
 
 def source_meta(meta: Mapping[str, str], prefix: str) -> dict[str, str]:
-    """The meta values a source's indexer wrote (see SourceWriter), without their prefix."""
+    """The meta values a source's indexer wrote (see index_writer.SourceWriter), without their prefix."""
     cut = len(prefix)
     return {key[cut:]: value for key, value in meta.items() if key.startswith(prefix)} if prefix else dict(meta)
 
@@ -243,7 +243,7 @@ def file_condition(
 ) -> FileCondition:
     """The files whose path starts with ``prefix`` (read from the index on paths), matches the
     SQLite ``glob``, the LIKE pattern ``like`` (ASCII letters in any case; \\ escapes) and the
-    regular expression ``pattern`` (if any; see _path_matches), ends with one of ``suffixes`` (any
+    regular expression ``pattern`` (if any; see database._path_matches), ends with one of ``suffixes`` (any
     case; if any), and whose mtime_ns is within ``modified`` (from, inclusive; until, exclusive;
     None: open), holding every one of ``tags``. ``alternatives``: (prefix, glob, pattern) rules a
     path must pass one of (the sources of a search over several), checked last."""

@@ -94,7 +94,7 @@ class IndexWriter:
         prepare_index_directory(db_path.parent)
         self.write_lock = WriterLock(lock_path(db_path))
         with self.write_lock.held(on_wait, stop):
-            #: The index is as a writer left it when it last closed it cleanly (CLOSED_SUFFIX).
+            #: The index is as a writer left it when it last closed it cleanly (index_files.CLOSED_SUFFIX).
             self.closed_cleanly = take_closed_mark(db_path)
             self._open_sound()
             self.closed_cleanly &= self.recovered_from is None
@@ -175,7 +175,7 @@ class IndexWriter:
     def _open_sound(self) -> None:
         """_open, knowing the file sound (``sound``) only if it is new: none or empty before, or a
         damaged one moved aside. Whether a writer knows its file sound decides if its close may
-        vouch for it (CLOSED_SUFFIX); a check that passes (quick_check) makes it known sound, and
+        vouch for it (index_files.CLOSED_SUFFIX); a check that passes (quick_check) makes it known sound, and
         damage a reader suspects (distrust) unknown again."""
         before = file_identity(self.db_path)
         moved = self.recovered_from
@@ -199,7 +199,7 @@ class IndexWriter:
 
     def close(self) -> None:
         """Truncate the WAL (unless another process is writing: it will), then close. The index is
-        noted as closed cleanly (CLOSED_SUFFIX) if its WAL was emptied, this writer knows it sound
+        noted as closed cleanly (index_files.CLOSED_SUFFIX) if its WAL was emptied, this writer knows it sound
         (``sound``), and its file is still the one this writer left after its last write: not
         replaced, not written by anyone else meanwhile."""
         with self.lock:
