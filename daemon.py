@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import database
-from database import IndexWriter, SourceWriter
 from exceptions import Cancelled, DocSearchError, reason_of
+from index_writer import IndexWriter, SourceWriter
 from indexer import TextIndexer, watched_folder
 from models import ServerConfig, Source, WatchState
 from watcher import MAX_BATCH_FILES, Batch, Pacing, SourceWatcher, WatchUnavailable

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import code_outline
 import database
+import index_queries
 from exceptions import ArgumentError, FileSkipped, IndexUnavailableError
 from file_utils import check_single_file, read_regular_file, reading_from, resolve_user_path, whitespace_twin
 from formats import MAX_TITLE_CHARS
@@ -227,9 +228,9 @@ def _paths_meant(db_path: Path, rel: str) -> list[str]:
     """Up to MAX_PATHS_SUGGESTED indexed paths that ``rel`` (no such file) may have meant: files of
     its name (any case) first, then of names close to it (difflib, NEAR_NAME), the nearest path
     first among each name's; looked for among at most PATHS_COMPARED of each kind that
-    database.paths_near finds."""
+    index_queries.paths_near finds."""
     try:
-        candidates = database.paths_near(database.reader(db_path), rel, PATHS_COMPARED)
+        candidates = index_queries.paths_near(database.reader(db_path), rel, PATHS_COMPARED)
     except IndexUnavailableError:
         return []
     by_name: dict[str, list[str]] = {}
@@ -249,7 +250,7 @@ def _shown_key(config: ServerConfig, key: str) -> str:
 def _indexed_hash(db_path: Path, rel: str) -> str | None:
     """The content hash the index holds for the file ``rel``; None if it holds none (or there is no index yet)."""
     try:
-        stored = database.stored_file(database.reader(db_path), rel)
+        stored = index_queries.stored_file(database.reader(db_path), rel)
     except IndexUnavailableError:
         return None
     return stored.content_hash if stored else None

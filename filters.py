@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 
-import database
+import index_queries
 from exceptions import ArgumentError
 from file_utils import has_surrogates
 from query import MatchPlan
@@ -223,8 +223,8 @@ def case_hint(conn: sqlite3.Connection, filters: Filters) -> str | None:
     probe = _path_regex(filters.path, grouped=True)
     within = "(?:" + "|".join(map(re.escape, filters.within)) + ")" if filters.within else ""  # a source's name keeps its case
     like = ("%" if within else "") + _caseless_like(filters.path)
-    condition = database.file_condition("", None, filters.extensions, filters.modified, within + "(?i:" + probe + ")", like, filters.tags)
-    found = database.paths_passing(conn, condition, CASE_PROBE_FILES)
+    condition = index_queries.file_condition("", None, filters.extensions, filters.modified, within + "(?i:" + probe + ")", like, filters.tags)
+    found = index_queries.paths_passing(conn, condition, CASE_PROBE_FILES)
     matches = [re.fullmatch(within + "(?i:" + probe + ")", path, re.S) for path in found]
     spellings = list(dict.fromkeys(_spelled_as(filters.path, match) for match in matches if match))
     if not spellings:
@@ -347,21 +347,21 @@ def _instant(name: str, value: str | None) -> int | None:
 MAX_LISTED_FILES = 5000
 
 
-def search_scope(conn: sqlite3.Connection, plan: MatchPlan, filters: Filters) -> tuple[database.Scope, str | None]:
+def search_scope(conn: sqlite3.Connection, plan: MatchPlan, filters: Filters) -> tuple[index_queries.Scope, str | None]:
     """The files this search may return: those the filters let through, but the ones the plan's
     -exclusions match, in this snapshot; and a warning when the filters let none through only
     because of case (see case_hint)."""
-    excluded = database.matching_files(conn, plan.excluded) if plan.excluded else []
+    excluded = index_queries.matching_files(conn, plan.excluded) if plan.excluded else []
     if not filters.narrows:
-        return database.scope_of(excluded, None), None
+        return index_queries.scope_of(excluded, None), None
     condition = file_condition_of(filters)
-    allowed = database.files_passing(conn, condition, MAX_LISTED_FILES)
-    return database.scope_of(excluded, allowed, condition), case_hint(conn, filters) if allowed == [] else None
+    allowed = index_queries.files_passing(conn, condition, MAX_LISTED_FILES)
+    return index_queries.scope_of(excluded, allowed, condition), case_hint(conn, filters) if allowed == [] else None
 
 
-def file_condition_of(filters: Filters) -> database.FileCondition:
+def file_condition_of(filters: Filters) -> index_queries.FileCondition:
     """The SQL condition on ``files`` that ``filters`` make."""
     pattern = filters.pattern.pattern if filters.pattern is not None else None
     alternatives = tuple((prefix, glob, rule.pattern if rule else None) for prefix, glob, rule in filters.alternatives)
-    return database.file_condition(filters.prefix, filters.glob, filters.extensions, filters.modified, pattern, tags=filters.tags,
+    return index_queries.file_condition(filters.prefix, filters.glob, filters.extensions, filters.modified, pattern, tags=filters.tags,
                                    alternatives=alternatives)

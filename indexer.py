@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 import database
-from database import IndexWriter
+import index_files
+import index_writer
 from exceptions import Cancelled, DocSearchError, FileSkipped, SourceUnavailableError, reason_of
+from index_writer import IndexWriter
 from file_utils import (
     IGNORED_DIRECTORIES,
     FileFilter,
@@ -43,7 +45,7 @@ logger = logging.getLogger(__name__)
 #: the file system's timestamp granularity; its content hash is re-checked on the next scan.
 RACY_WINDOW_NS = 2_000_000_000
 #: A transaction holds at most this many files or bytes of text. Large batches make the first index
-#: fast: FTS5 builds a batch's terms in memory (up to database.FTS_HASH_BYTES) and writes them as
+#: fast: FTS5 builds a batch's terms in memory (up to index_writer.FTS_HASH_BYTES) and writes them as
 #: one segment at commit, so fewer commits mean fewer, larger segments and less merging.
 BATCH_FILES = 10_000
 BATCH_BYTES = 64 << 20
@@ -175,7 +177,7 @@ def watched_folder(config: ServerConfig) -> Callable[[str], bool]:
 class TextIndexer:
     """Owns the writer and the scan state; every index change goes through here.
 
-    Every change is made holding the index's write lock (database.WriterLock), so that one
+    Every change is made holding the index's write lock (index_files.WriterLock), so that one
     process writes at a time; a scan holds it throughout and records in the lock file how far it
     got, and what a scan found (its time, skipped files, errors) goes into the index's meta table,
     so every process reads the same status.
@@ -299,7 +301,7 @@ class TextIndexer:
         that one answers it. ``cancelled``: the caller gave up (it stops waiting, not a scan)."""
         asked_at = time.monotonic()
         stop = self._stop_check(cancelled)
-        while not self.scan_lock.acquire(timeout=database.LOCK_POLL_SECONDS):
+        while not self.scan_lock.acquire(timeout=index_files.LOCK_POLL_SECONDS):
             if stop():
                 return _stopped("the scan was cancelled before it started")
         try:
@@ -496,7 +498,7 @@ class TextIndexer:
         try:
             if wrote:
                 self.writer.release_free_pages()
-            if wrote or self.writer.wal_bytes() > database.WAL_SIZE_LIMIT:
+            if wrote or self.writer.wal_bytes() > index_writer.WAL_SIZE_LIMIT:
                 self.writer.truncate_wal()
         except sqlite3.Error as exc:  # all is committed: the scan did its work (the WAL may fill a full disk)
             if database.is_corruption(exc):

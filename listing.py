@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 
 import database
+import index_queries
 from exceptions import ArgumentError, IndexUnavailableError
 from filters import case_hint, file_condition_of, read_filters
 from models import FileList, ListedFile, ServerConfig, modified_time
@@ -36,7 +37,7 @@ def list_files(
         why = "nothing is indexed yet" if exc.reason == database.NOT_YET or not config.db_path.exists() else f"the index cannot be read now: {exc.reason}"
         return {"files": [], "total": 0, "has_more": False, "next_offset": None, "warnings": [why]}
     with database.snapshot(conn):
-        total, rows = database.listed_files(conn, file_condition_of(filters), limit, offset)
+        total, rows = index_queries.listed_files(conn, file_condition_of(filters), limit, offset)
         hint = case_hint(conn, filters) if total == 0 else None
     files = _within_budget([_listed(config, *row) for row in rows])
     more = offset + len(files) < total

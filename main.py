@@ -31,13 +31,14 @@ from pathlib import Path
 from typing import Any
 
 import database
+import index_files
 from config import CONFIG_ENV_VAR, ENV_VARS, FLAGS, load_config
 from daemon import Daemons
-from database import IndexWriter, SourceWriter
 from documents import MAX_DOCUMENT_CHARS, document_reply
 from exceptions import ArgumentError, ConfigError, DocSearchError, reason_of, writable, writable_reply
 from filters import read_filters
 from http_server import DEFAULT_HOST, DEFAULT_PORT, TOKEN_ENV_VAR, HttpSettings, http_settings, listening_socket, serve_http
+from index_writer import IndexWriter, SourceWriter
 from indexer import TextIndexer
 from listing import list_files
 from models import VERSION, DocumentReply, ScanProgress, ServerConfig, StatusReply
@@ -457,7 +458,7 @@ def other_settings_hint(config: ServerConfig) -> str:
     """When this source has no index for these settings but has one for others, say so."""
     if config.db_path.exists():
         return ""
-    others = database.other_settings_indexes(config.db_path)
+    others = index_files.other_settings_indexes(config.db_path)
     if not others:
         return ""
     return (

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import database
+import index_queries
 from exceptions import QueryError
 from models import QueryReading
 
@@ -87,7 +88,7 @@ STOPWORDS = frozenset(
 @dataclass
 class ParsedQuery:
     """The searchable parts of a user's text, as lists of the words FTS5 reads in them
-    (database.query_words). A term is one word, or a compound like ``e-mail`` that FTS5 indexed as
+    (index_queries.query_words). A term is one word, or a compound like ``e-mail`` that FTS5 indexed as
     adjacent words and so must match as a phrase."""
 
     terms: list[list[str]] = field(default_factory=list)
@@ -133,7 +134,7 @@ class _Part:
 
     #: What is inside the quotes, or the run without its leading -.
     raw: str
-    #: The words FTS5 reads in it (database.query_words).
+    #: The words FTS5 reads in it (index_queries.query_words).
     words: list[str]
     #: Those of the character before a trailing "*": a prefix needs a letter there.
     before_star: list[str]
@@ -154,7 +155,7 @@ def _parts(text: str) -> list[_Part]:
     """The parts of ``text``, with their words (all read by FTS5's tokenizer in one call)."""
     matches = list(_QUERY_PART.finditer(text))
     raws = [match.group(4) if match.group(2) is None else match.group(2) for match in matches]
-    words_of = database.query_words([*raws, *(raw.rstrip("*")[-1:] for raw in raws)])
+    words_of = index_queries.query_words([*raws, *(raw.rstrip("*")[-1:] for raw in raws)])
     return [
         _Part(raw, words, before_star, quoted=match.group(2) is not None, excluded=bool(match.group(1) or match.group(3)))
         for match, raw, words, before_star in zip(matches, raws, words_of, words_of[len(raws):])
@@ -409,7 +410,7 @@ def _capped_repeats(words: list[str]) -> list[str]:
     """``words`` with each stem kept at most MAX_REPEATS times ("shape" and "shapes" are one)."""
     seen: Counter[str] = Counter()
     kept = []
-    for word, stem in zip(words, database.stems(words)):
+    for word, stem in zip(words, index_queries.stems(words)):
         seen[stem] += 1
         if seen[stem] <= MAX_REPEATS:
             kept.append(word)
@@ -451,7 +452,7 @@ def fit_phrases(conn: sqlite3.Connection, parsed: ParsedQuery) -> None:
         return
     words = list(dict.fromkeys(w for _, _, group in groups for w in group))
     together = [" AND ".join(quote([w]) for w in dict.fromkeys(group)) for _, _, group in groups]
-    estimates = database.estimated_rows_each(conn, [*together, *(quote([w]) for w in words)], QUESTION_SAMPLE_FILES)
+    estimates = index_queries.estimated_rows_each(conn, [*together, *(quote([w]) for w in words)], QUESTION_SAMPLE_FILES)
     rows_of = dict(zip(words, estimates[len(groups):]))
     costs = [rows * len(group) for rows, (_, _, group) in zip(estimates, groups)]
     while sum(costs) > PHRASE_MAX_COST:
@@ -480,7 +481,7 @@ def fit_question(conn: sqlite3.Connection, plan: MatchPlan) -> tuple[MatchPlan, 
     words = list(dict.fromkeys(part for part in parts if not part.endswith("*")))
     if not words:
         return plan, []
-    union, *rows_each = database.estimated_rows_each(conn, [highlight_match(words), *words], QUESTION_SAMPLE_FILES)
+    union, *rows_each = index_queries.estimated_rows_each(conn, [highlight_match(words), *words], QUESTION_SAMPLE_FILES)
     rows = dict(zip(words, rows_each))
     positions = {word: rows[word] * dense / POSITIONS_PER_PART for word, dense in zip(words, _positions_per_section(conn, words))}
 
@@ -510,5 +511,5 @@ def _positions_per_section(conn: sqlite3.Connection, parts: list[str]) -> list[f
     holds them, summed over its words: estimated from each word's first POSITIONS_SAMPLE positions."""
     words = [part[1:-1].replace('""', '"').split(" ") for part in parts]
     distinct = list(dict.fromkeys(w for part in words for w in part))
-    dense = dict(zip(distinct, database.positions_per_section(conn, database.stems(distinct), POSITIONS_SAMPLE)))
+    dense = dict(zip(distinct, index_queries.positions_per_section(conn, index_queries.stems(distinct), POSITIONS_SAMPLE)))
     return [sum(dense[w] for w in part) for part in words]

@@ -27,6 +27,7 @@ from typing import TypeVar, cast
 
 import copies
 import database
+import index_queries
 from config import USABLE_CPUS
 from exceptions import ArgumentError, Cancelled, IndexUnavailableError, QueryError, SourceUnavailableError
 from file_utils import UNREADABLE, disk_signatures, has_surrogates, reading_from
@@ -139,7 +140,7 @@ def show_sections(db_path: Path, query: str, feedback: Sequence[str], bare: Mapp
     try:
         with database.snapshot(conn):
             plan = plan_within_bounds(conn, parsed)
-            found = database.load_sections(conn, list(bare.values()))
+            found = index_queries.load_sections(conn, list(bare.values()))
             sections = {rowid: showable(section) for rowid, section in found.items() if bare.get(str(section["path"])) == rowid}
             highlights = [plan.shown, [quote([word]) for word in feedback]]
             leaders = answering_spans(conn, highlights, sections)
@@ -394,7 +395,7 @@ class Loaded:
         new = [rowid for rowid in rowids if rowid not in self.sections]
         if not new:
             return
-        batch = database.load_sections(conn, new, text=False)
+        batch = index_queries.load_sections(conn, new, text=False)
         self.sections.update(batch)
         for rowid, section in batch.items():
             self.keys[rowid] = section["said"] if asking.collapse else rowid
@@ -412,7 +413,7 @@ class Loaded:
 
     def with_text(self, conn: sqlite3.Connection, rowids: list[int]) -> dict[int, dict]:
         """The sections ``rowids`` with their text, as a reply may show them (kept in ``sections`` too)."""
-        found = {rowid: showable(section) for rowid, section in database.load_sections(conn, rowids).items()}
+        found = {rowid: showable(section) for rowid, section in index_queries.load_sections(conn, rowids).items()}
         self.sections.update(found)
         return found
 
@@ -523,17 +524,17 @@ _NAME_LIKE = re.compile(r"(?=.*[^\W\d_])\w[\w.-]*[-_.][\w.-]*\w")
 
 
 def names_first(run: Searching, query: str, plan: MatchPlan, ranked: list[tuple[int, float]]) -> list[tuple[int, float]]:
-    """``ranked`` with the files the whole query names (database.files_named) first, scored above
+    """``ranked`` with the files the whole query names (index_queries.files_named) first, scored above
     the rest (those matching the query best first), each at its first section; else the files
     named by a word of the query (_NAME_LIKE) scored NAME_BOOST times higher."""
     query = query[:MAX_QUERY_CHARS]
     if has_surrogates(query):  # SQLite cannot be given one, and no indexed name holds one
         return ranked
     whole = query.strip().strip("\"'`")
-    named = database.files_named(run.conn, whole, MAX_NAMED_FILES, run.scope) if whole else []
+    named = index_queries.files_named(run.conn, whole, MAX_NAMED_FILES, run.scope) if whole else []
     if not named:
         return _boost_named_words(run, query, ranked)
-    matching = database.best_section_of_files(run.conn, plan.broad or plan.precise, COLUMN_WEIGHTS, named, len(named))
+    matching = index_queries.best_section_of_files(run.conn, plan.broad or plan.precise, COLUMN_WEIGHTS, named, len(named))
     scores = {database.file_id_of(rowid): -bm25 for rowid, bm25 in matching}  # best first
     top = max((score for _, score in ranked), default=1.0)
     leading = [*scores, *(file_id for file_id in named if file_id not in scores)]
@@ -546,7 +547,7 @@ def _boost_named_words(run: Searching, query: str, ranked: list[tuple[int, float
     """``ranked`` with the files named by the query's name-like words (see NAME_BOOST) scored higher."""
     words = [part.strip("\"'`") for part in query.split()[:MAX_QUERY_TERMS]]
     names = list(dict.fromkeys(word for word in words if _NAME_LIKE.fullmatch(word)))[:MAX_NAMES_LOOKED_UP]
-    boosted = {file_id for name in names for file_id in database.files_named(run.conn, name, MAX_NAMED_FILES, run.scope)}
+    boosted = {file_id for name in names for file_id in index_queries.files_named(run.conn, name, MAX_NAMED_FILES, run.scope)}
     if not boosted:
         return ranked
     rescored = [(rowid, score * NAME_BOOST if database.file_id_of(rowid) in boosted else score) for rowid, score in ranked]
@@ -567,7 +568,7 @@ def tests_below(conn: sqlite3.Connection, query: str, ranked: list[tuple[int, fl
     """``ranked`` with test files' scores scaled by TEST_FILE_SHARE, unless the query asks for tests."""
     if not ranked or _ASKS_FOR_TESTS.intersection(word.lower() for word in _WORD.findall(query[:MAX_QUERY_CHARS])):
         return ranked
-    paths = database.paths_of(conn, {database.file_id_of(rowid) for rowid, _ in ranked})
+    paths = index_queries.paths_of(conn, {database.file_id_of(rowid) for rowid, _ in ranked})
     tests = {file_id for file_id, path in paths.items() if _TEST_PATH.search(path)}
     if not tests:
         return ranked
@@ -590,8 +591,8 @@ def with_weighed_words(conn: sqlite3.Connection, reading: QueryReading, ranked: 
     if not ranked or ranked[-1][1] >= UNWEIGHED_SCORE or reading["prefixes"]:
         return ranked
     words = [w for part in reading["required"] + reading["optional"] + reading["phrases"] + reading["feedback"] for w in part.split(" ")]
-    sections, _ = database.index_totals(conn)
-    held = _sections_holding(conn, words, database.stems(words))
+    sections, _ = index_queries.index_totals(conn)
+    held = _sections_holding(conn, words, index_queries.stems(words))
     unweighed = [n for n in held.values() if 2 * n >= sections]
     if not unweighed:
         return ranked
@@ -611,7 +612,7 @@ def _sections_holding(conn: sqlite3.Connection, words: Sequence[str], stems: Seq
     holds, counted among the first QUESTION_SAMPLE_FILES files (all of a smaller index) and
     scaled: counting a common word exactly reads its whole doclist, ~10 ms at 100k files."""
     stem_of = dict(zip(words, stems))
-    counts = database.estimated_rows_each(conn, [quote([w]) for w in stem_of], QUESTION_SAMPLE_FILES)
+    counts = index_queries.estimated_rows_each(conn, [quote([w]) for w in stem_of], QUESTION_SAMPLE_FILES)
     held: dict[str, int] = {}
     for stem, count in zip(stem_of.values(), counts):
         if count:
@@ -642,18 +643,18 @@ def suggest(conn: sqlite3.Connection, parsed: ParsedQuery) -> list[str]:
     ))
     if not words:
         return []
-    stems = database.stems(words)
-    held = database.sections_with(conn, stems)
+    stems = index_queries.stems(words)
+    held = index_queries.sections_with(conn, stems)
     found: dict[str, tuple[int, int, str]] = {}  # stem -> (edits, -sections, a word FTS5 stems to it)
     for word, stem in zip(words, stems):
         if stem in held or not stem:
             continue
         # The word's own edits are stemmed: "meetnig" is one edit from "meeting", three from its stem "meet".
         edited = _one_edit(word)
-        spelled = dict(zip(database.stems(edited), edited))
-        close = {term: (1, -count, spelled[term]) for term, count in database.sections_with(conn, spelled).items()}
+        spelled = dict(zip(index_queries.stems(edited), edited))
+        close = {term: (1, -count, spelled[term]) for term, count in index_queries.sections_with(conn, spelled).items()}
         if not close:
-            for term, count in database.terms_starting(conn, stem[0], (len(stem) - 2, len(stem) + 2)):
+            for term, count in index_queries.terms_starting(conn, stem[0], (len(stem) - 2, len(stem) + 2)):
                 edits = _edits_within(stem, term, 2)
                 if edits is not None:
                     close[term] = (edits, -count, term)
@@ -694,13 +695,13 @@ def _edits_within(a: str, b: str, most: int) -> int | None:
 def _spelling(conn: sqlite3.Connection, stem: str, word: str) -> str:
     """A word of the index's text that FTS5 stems to ``stem``, found through ``word`` (which stems
     to it); ``word`` itself if none is found."""
-    rowid = database.first_section_matching(conn, quote([word]))
-    section = database.load_sections(conn, [rowid]).get(rowid) if rowid is not None else None
+    rowid = index_queries.first_section_matching(conn, quote([word]))
+    section = index_queries.load_sections(conn, [rowid]).get(rowid) if rowid is not None else None
     if section is None:
         return word
     text = " ".join(str(section[key]) for key in ("title", "heading", "body"))
     spelled = list(dict.fromkeys(_words(text)))
-    return next((w for w, w_stem in zip(spelled, database.stems(spelled)) if w_stem == stem), word)
+    return next((w for w, w_stem in zip(spelled, index_queries.stems(spelled)) if w_stem == stem), word)
 
 
 def _within_reply_budget(results: list[SearchHit]) -> int:
@@ -727,7 +728,7 @@ class Searching:
     db_path: Path
     conn: sqlite3.Connection
     should_stop: StopCheck = None
-    scope: database.Scope = database.EVERY_FILE
+    scope: index_queries.Scope = index_queries.EVERY_FILE
     filters: Filters = NO_FILTERS
     #: Whether a question may be widened by feedback words (see _rank_question).
     feedback: bool = True
@@ -749,9 +750,9 @@ def _rank_keywords(run: Searching, plan: MatchPlan, limit: int, need: int) -> Ra
     ranked = [(rowid, -bm25) for rowid, bm25 in best]
     if plan.broad and len(ranked) < need:
         seen = {database.file_id_of(rowid) for rowid, _ in ranked}
-        spread = [f for f in database.files_with_each(run.conn, plan.shown, run.scope) if f not in seen]
+        spread = [f for f in index_queries.files_with_each(run.conn, plan.shown, run.scope) if f not in seen]
         if spread:
-            ranked = _below(ranked, database.best_section_of_files(run.conn, plan.broad, COLUMN_WEIGHTS, spread, limit - len(ranked)))
+            ranked = _below(ranked, index_queries.best_section_of_files(run.conn, plan.broad, COLUMN_WEIGHTS, spread, limit - len(ranked)))
             seen.update(spread)
         broad, files_matched = _best_files(run, plan.broad, limit + len(ranked), one_pass=False)
         ranked = _below(ranked, [(rowid, bm25) for rowid, bm25 in broad if database.file_id_of(rowid) not in seen][: limit - len(ranked)])
@@ -770,22 +771,22 @@ def _rank_question(run: Searching, parsed: ParsedQuery, plan: MatchPlan, limit: 
     feedback words too.
 
     The question is scored once into a temporary table; the feedback pass reads only the feedback
-    words' doclists and adds their scores (see database.best_with_feedback)."""
+    words' doclists and adds their scores (see index_queries.best_with_feedback)."""
 
-    def count_in_span(part: sqlite3.Connection, span: database.Span) -> int:
-        return database.count_matching_files(part, plan.precise, span, run.scope)
+    def count_in_span(part: sqlite3.Connection, span: index_queries.Span) -> int:
+        return index_queries.count_matching_files(part, plan.precise, span, run.scope)
 
     files_matched = sum(_over_parts(run, plan.precise, count_in_span, plan.estimated_rows))
     if files_matched > FEEDBACK_MAX_FILES or not run.feedback:
         ranked, _ = _best_files(run, plan.precise, limit, one_pass=False, count=False, estimated_rows=plan.estimated_rows)
         return [(rowid, -bm25) for rowid, bm25 in ranked], [], files_matched
     conn = run.conn
-    database.score_question(conn, plan.precise, COLUMN_WEIGHTS, run.scope)
-    first = database.best_question_hits(conn, max(limit, FEEDBACK_FILES))
+    index_queries.score_question(conn, plan.precise, COLUMN_WEIGHTS, run.scope)
+    first = index_queries.best_question_hits(conn, max(limit, FEEDBACK_FILES))
     feedback = feedback_words(conn, first[:FEEDBACK_FILES], parsed)
     if not feedback:
         return [(rowid, -bm25) for rowid, bm25 in first[:limit]], [], files_matched
-    ranked = database.best_with_feedback(conn, feedback_match(feedback), COLUMN_WEIGHTS, FEEDBACK_SHARE, limit, run.scope)
+    ranked = index_queries.best_with_feedback(conn, feedback_match(feedback), COLUMN_WEIGHTS, FEEDBACK_SHARE, limit, run.scope)
     return [(rowid, -bm25) for rowid, bm25 in ranked], feedback, files_matched
 
 
@@ -796,12 +797,12 @@ def _best_files(
     many files match (if ``count``, else at least how many were returned). ``one_pass``: rank by
     grouping every match, which counts them on the way. ``estimated_rows``: see _over_parts."""
 
-    def in_span(part: sqlite3.Connection, span: database.Span) -> tuple[list[tuple[int, float]], int]:
+    def in_span(part: sqlite3.Connection, span: index_queries.Span) -> tuple[list[tuple[int, float]], int]:
         if one_pass:
-            rows = database.best_section_of_every_file(part, match, COLUMN_WEIGHTS, limit, span, run.scope)
+            rows = index_queries.best_section_of_every_file(part, match, COLUMN_WEIGHTS, limit, span, run.scope)
             return [(rowid, bm25) for rowid, bm25, _ in rows], rows[0][2] if rows else 0
-        best = database.best_section_per_file(part, match, COLUMN_WEIGHTS, limit, span, run.scope)
-        counted = database.count_matching_files(part, match, span, run.scope) if count and len(best) >= limit else len(best)
+        best = index_queries.best_section_per_file(part, match, COLUMN_WEIGHTS, limit, span, run.scope)
+        counted = index_queries.count_matching_files(part, match, span, run.scope) if count and len(best) >= limit else len(best)
         return best, counted
 
     parts = _over_parts(run, match, in_span, estimated_rows)
@@ -815,7 +816,7 @@ _pool_lock = threading.Lock()
 
 
 def _over_parts(
-    run: Searching, match: str, work: Callable[[sqlite3.Connection, database.Span], _T], estimated_rows: int | None = None
+    run: Searching, match: str, work: Callable[[sqlite3.Connection, index_queries.Span], _T], estimated_rows: int | None = None
 ) -> list[_T]:
     """``work(connection, span)`` for each span of the index at once if ``match`` matches many
     sections (see PARALLEL_MIN_ROWS; ``estimated_rows`` if the caller knows, else a sample says),
@@ -832,23 +833,23 @@ def _over_parts(
     # as much for a sample as for the whole: such a query is ranked on one connection, unless the
     # caller's estimate (of its other words) says they cost more than the prefix.
     split = estimated_rows is not None or "*" not in match
-    spans = database.file_spans(conn, SEARCH_PARTS) if split else [database.EVERY_ROW]
-    seen = database.generation(conn) if len(spans) > 1 else None
+    spans = index_queries.file_spans(conn, SEARCH_PARTS) if split else [index_queries.EVERY_ROW]
+    seen = index_queries.generation(conn) if len(spans) > 1 else None
     if estimated_rows is None and seen is not None:
-        estimated_rows = database.estimated_matching_rows(conn, match, PARALLEL_SAMPLE)
+        estimated_rows = index_queries.estimated_matching_rows(conn, match, PARALLEL_SAMPLE)
     if seen is not None and (estimated_rows or 0) >= PARALLEL_MIN_ROWS:
         futures = [_parts_pool().submit(_work_in_span, run, seen, work, span) for span in spans[1:]]
         results = [work(conn, spans[0])] + [future.result() for future in futures]
         if all(result is not _OTHER_GENERATION for result in results):
             return results
-    return [work(conn, database.EVERY_ROW)]
+    return [work(conn, index_queries.EVERY_ROW)]
 
 
 _OTHER_GENERATION = object()
 
 
 def _work_in_span(
-    run: Searching, expected: str, work: Callable[[sqlite3.Connection, database.Span], _T], span: database.Span
+    run: Searching, expected: str, work: Callable[[sqlite3.Connection, index_queries.Span], _T], span: index_queries.Span
 ) -> _T | object:
     try:
         conn = database.reader(run.db_path)
@@ -856,7 +857,7 @@ def _work_in_span(
         return _OTHER_GENERATION
     try:
         with database.snapshot(conn), database.interruptible(conn, run.should_stop):
-            if database.generation(conn) != expected:
+            if index_queries.generation(conn) != expected:
                 return _OTHER_GENERATION
             return work(conn, span)
     except sqlite3.Error as exc:
@@ -878,12 +879,12 @@ def feedback_words(conn: sqlite3.Connection, top: list[tuple[int, float]], parse
     best first: Robertson's offer weight, how many of them hold a word times its relevance weight.
     Words of the query are left out by their stem, as FTS5 matches them ("systems" for "system"),
     and so are words held by fewer than FEEDBACK_MIN_FILES of them. Only words that FTS5 reads as
-    one word of the same spelling are taken (database.query_words), so that a feedback word is
+    one word of the same spelling are taken (index_queries.query_words), so that a feedback word is
     never a phrase in disguise."""
     if len(top) < FEEDBACK_MIN_FILES:
         return []
     files_with: Counter[str] = Counter()
-    for section in database.load_sections(conn, [rowid for rowid, _ in top]).values():
+    for section in index_queries.load_sections(conn, [rowid for rowid, _ in top]).values():
         # dict.fromkeys: each word once per file, in reading order, so ties break the same way every run;
         # the words as written first (a C loop over the text), then each distinct one lowered and tested.
         written = dict.fromkeys(_WORD.findall(section["body"]))
@@ -892,10 +893,10 @@ def feedback_words(conn: sqlite3.Connection, top: list[tuple[int, float]], parse
     candidates = _read_as_written([w for w, n in files_with.most_common() if n >= FEEDBACK_MIN_FILES], FEEDBACK_CANDIDATES)
     if not candidates:
         return []
-    known = set(database.stems([w for t in parsed.terms + parsed.phrases + parsed.excluded for w in t]))
-    sections, _ = database.index_totals(conn)
+    known = set(index_queries.stems([w for t in parsed.terms + parsed.phrases + parsed.excluded for w in t]))
+    sections, _ = index_queries.index_totals(conn)
     offers: dict[str, tuple[float, str]] = {}
-    stems = database.stems(candidates)
+    stems = index_queries.stems(candidates)
     held_by = _sections_holding(conn, candidates, stems)
     relevant = len(top)
     for word, stem in zip(candidates, stems):
@@ -912,11 +913,11 @@ def feedback_words(conn: sqlite3.Connection, top: list[tuple[int, float]], parse
 
 def _read_as_written(words: list[str], most: int) -> list[str]:
     """The first ``most`` of ``words`` that FTS5 reads as one word of the same spelling
-    (database.query_words), asked of FTS5 a few at a time: only as many as it takes."""
+    (index_queries.query_words), asked of FTS5 a few at a time: only as many as it takes."""
     found: list[str] = []
     for start in range(0, len(words), 2 * most):
         chunk = words[start:start + 2 * most]
-        found += [w for w, read in zip(chunk, database.query_words(chunk)) if read == [w]]
+        found += [w for w, read in zip(chunk, index_queries.query_words(chunk)) if read == [w]]
         if len(found) >= most:
             break
     return found[:most]

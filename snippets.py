@@ -3,7 +3,7 @@
 answering_spans narrows each of the first hits to the heading span of its file (sections.heading_spans)
 that holds the searched words best; clean_snippet takes the Markdown that is not text out of a snippet.
 
-A snippet is cut by FTS5 (database.snippets) from the section, or from a window of a long one
+A snippet is cut by FTS5 (index_queries.snippets) from the section, or from a window of a long one
 (snippet_window), with the matches between private-use markers; the markers become ``**`` once the
 snippet's lines are located, and the file's own ``**`` is shown escaped.
 """
@@ -17,7 +17,7 @@ import sqlite3
 from collections import Counter
 from collections.abc import Sequence
 
-import database
+import index_queries
 from models import SearchHit, modified_time
 from query import highlight_match
 from sections import HeadingSpan, heading_spans
@@ -68,7 +68,7 @@ def section_snippets(conn: sqlite3.Connection, highlights: Sequence[Sequence[str
                 rowid: (sections[rowid]["title"], sections[rowid]["heading"], bodies[rowid][start:end])
                 for rowid, (start, end) in windows.items()
             }
-            for rowid, text in database.snippets(conn, match, texts, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS).items():
+            for rowid, text in index_queries.snippets(conn, match, texts, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS).items():
                 shown[rowid] = _with_ellipses(text, windows[rowid], len(bodies[rowid]))
             # A window FTS5 does not match (its finds were other words) is tried again whole.
             windows = {
@@ -79,7 +79,7 @@ def section_snippets(conn: sqlite3.Connection, highlights: Sequence[Sequence[str
         # A text the words match only inside its identifiers (parseQueryString for "parse query"):
         # its snippet is made from it with the identifiers' parts apart.
         texts = {rowid: (sections[rowid]["title"], sections[rowid]["heading"], body) for rowid, body in bodies.items() if rowid not in shown}
-        shown.update(database.snippets(conn, match, texts, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS, _PARTS_APART))
+        shown.update(index_queries.snippets(conn, match, texts, (_MARK_OPEN, _MARK_CLOSE), SNIPPET_TOKENS, _PARTS_APART))
     return shown
 
 
@@ -101,13 +101,13 @@ def answering_spans(conn: sqlite3.Connection, highlights: Sequence[Sequence[str]
     spans: dict[int, list[HeadingSpan]] = {}
     rows_of: dict[int, list[tuple[int, int, int, str, list]]] = {}
     for rowid, _ in list(sections.items())[:MAX_ANSWERING_HITS] if words else ():
-        rows = database.file_sections(conn, rowid, MAX_FILE_SECTIONS // 2, MAX_FILE_SECTIONS)
+        rows = index_queries.file_sections(conn, rowid, MAX_FILE_SECTIONS // 2, MAX_FILE_SECTIONS)
         found = heading_spans([(start, end, visible_text(body), _visible_outline(outline)) for _, start, end, body, outline in rows])
         if found:
             spans[rowid], rows_of[rowid] = found, rows
     # A prefix is expanded again by each lookup of the index (~0.4 ms each): its spans are all looked at.
     if spans and not any(word.endswith("*") for word in words):
-        matched = database.sections_matching(conn, words, [(rows[0][0], rows[-1][0]) for rows in rows_of.values()])
+        matched = index_queries.sections_matching(conn, words, [(rows[0][0], rows[-1][0]) for rows in rows_of.values()])
         looked_at = {rowid: _may_match(spans[rowid], rows, matched) for rowid, rows in rows_of.items()}
     else:
         looked_at = {rowid: [True] * len(found) for rowid, found in spans.items()}
@@ -127,7 +127,7 @@ def answering_spans(conn: sqlite3.Connection, highlights: Sequence[Sequence[str]
 
 def _may_match(spans: list[HeadingSpan], rows: Sequence[tuple[int, int, int, str, list]], matched: set[int]) -> list[bool]:
     """Whether each of a file's ``spans`` may hold a searched word, given the ``matched`` ids of its
-    ``rows`` (database.file_sections) the index found one in: a span inside one section that holds
+    ``rows`` (index_queries.file_sections) the index found one in: a span inside one section that holds
     none holds none either. A span over several sections (a phrase may run across their boundary)
     or at the first row's start (its heading may lie before the rows read) may, whatever."""
     top = rows[0][1]
@@ -159,7 +159,7 @@ def _span_scores(
     in_text: dict[int, set[int]] = {}  # text -> the words it holds, in its heading or body
     in_heading: dict[int, set[int]] = {}  # text -> the words its heading holds
     rarities = []
-    for word, (anywhere, headed) in enumerate(database.matching_texts(conn, texts, words)):
+    for word, (anywhere, headed) in enumerate(index_queries.matching_texts(conn, texts, words)):
         for index in anywhere:
             in_text.setdefault(index, set()).add(word)
         for index in headed:

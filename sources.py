@@ -8,6 +8,7 @@ import sqlite3
 from collections.abc import Sequence
 
 import database
+import index_queries
 from exceptions import ArgumentError, IndexUnavailableError, UnsafePathError
 from file_utils import is_inside
 from models import SOURCE_NAME, ServerConfig, Source
@@ -80,7 +81,7 @@ def indexed_folders(config: ServerConfig, source: Source) -> dict[str, str]:
     them ("" for the source itself, "a/b/" for a mount point in it), the source's else as it was
     when the server started: what a reply may read (file_utils.reading_from)."""
     try:
-        recorded = database.recorded_folders(database.reader(config.db_path), config.key_prefix(source.name))
+        recorded = index_queries.recorded_folders(database.reader(config.db_path), config.key_prefix(source.name))
     except (IndexUnavailableError, sqlite3.Error):
         recorded = {}
     if "" not in recorded and source.identity is not None:
@@ -97,7 +98,7 @@ def _indexed(config: ServerConfig, source: Source, user_path: str) -> bool:
     """Whether the index holds a file of ``source`` at ``user_path``."""
     relative = _relative(user_path)
     try:
-        return relative is not None and database.stored_file(database.reader(config.db_path), config.key(source.name, relative)) is not None
+        return relative is not None and index_queries.stored_file(database.reader(config.db_path), config.key(source.name, relative)) is not None
     except (IndexUnavailableError, sqlite3.Error):
         return False
 

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import database
+import index_files
+import index_queries
 from exceptions import IndexUnavailableError
 from indexer import TextIndexer, write_problem
 from models import ServerConfig, Source, SourceStatus, StatusReply, WatchingReply, WatchState
@@ -33,14 +35,14 @@ def read_status(
     counts: dict = {"indexed_files": 0, "total_documents": 0, "fallback_decoded_files": 0, "meta": {}}
     problem = startup_error
     try:
-        counts = database.index_counts(database.reader(db_path), prefix)
+        counts = index_queries.index_counts(database.reader(db_path), prefix)
     except (IndexUnavailableError, sqlite3.Error) as exc:
         database.drop_reader(db_path)
         problem = problem or str(exc)
         if indexer is not None:
             indexer.suspect_damage()
-    meta = database.source_meta(counts["meta"], prefix)
-    lock = indexer.writer.write_lock if indexer else database.WriterLock(database.lock_path(db_path))
+    meta = index_queries.source_meta(counts["meta"], prefix)
+    lock = indexer.writer.write_lock if indexer else index_files.WriterLock(index_files.lock_path(db_path))
     writer = lock.holder()
     own = indexer.progress if indexer else None
     failed = lock.last_record() if indexer is None and writer is None else None

@@ -10,6 +10,7 @@ from functools import partial
 from typing import Annotated, Any, TypeVar
 
 import database
+import index_queries
 from daemon import Daemons
 from documents import MAX_DOCUMENT_CHARS, document_reply
 from exceptions import DocSearchError, IndexUnavailableError, reason_of, writable, writable_reply
@@ -82,10 +83,10 @@ def server_instructions(config: ServerConfig) -> str:
     if config.db_path.exists():
         try:
             conn = database.reader(config.db_path)
-            meta = database.meta_values(conn)
+            meta = index_queries.meta_values(conn)
             for source in config.sources:
                 prefix = config.key_prefix(source.name)
-                counts = _kept_counts(meta.get(prefix + database.FORMATS_KEY)) or database.suffix_counts(conn, prefix)
+                counts = _kept_counts(meta.get(prefix + database.FORMATS_KEY)) or index_queries.suffix_counts(conn, prefix)
                 for suffix, count in counts.items():
                     formats[source.name][FORMAT_NAMES.get(suffix, suffix or "other")] += count
         except (IndexUnavailableError, sqlite3.Error):

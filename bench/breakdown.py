@@ -31,10 +31,11 @@ sys.path[:0] = [str(BENCH.parent), str(BENCH)]
 import database  # noqa: E402
 import floor  # noqa: E402
 import harness  # noqa: E402
+import index_writer  # noqa: E402
 from copies import sketch  # noqa: E402
-from database import IndexWriter  # noqa: E402
 from exceptions import FileSkipped  # noqa: E402
 from file_utils import read_regular_file  # noqa: E402
+from index_writer import IndexWriter  # noqa: E402
 from indexer import BATCH_BYTES, BATCH_FILES  # noqa: E402
 from loader import CHUNK_FILES, _LoaderResults  # noqa: E402
 from markup import front_matter_tags  # noqa: E402
@@ -107,7 +108,7 @@ def fts_alone(loaded: list[LoadedFile], db: Path, stages: Stages) -> None:
     """The FTS5 insert of the same rows into a table of its own: the part of upsert_file that is FTS5's."""
     conn = sqlite3.connect(db, isolation_level=None)
     conn.execute(f"CREATE VIRTUAL TABLE f USING fts5(title, heading, body, content='', tokenize=\"{database.TOKENIZER}\")")
-    conn.execute("INSERT INTO f (f, rank) VALUES ('hashsize', ?)", (database.FTS_HASH_BYTES,))
+    conn.execute("INSERT INTO f (f, rank) VALUES ('hashsize', ?)", (index_writer.FTS_HASH_BYTES,))
     conn.execute("BEGIN")
     for number, item in enumerate(loaded, start=1):
         rows = [(database.section_id(number, n), item.title, s[2], s[3]) for n, s in enumerate(item.sections)]

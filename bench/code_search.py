@@ -71,7 +71,7 @@ def fetch(work: Path, packages: list[dict]) -> Path:
 
 def our_index(src: Path, index_dir: Path) -> tuple[Path, list[float], int]:
     """This project's index of ``src``: its path, the seconds each of RUNS full indexes took, its size."""
-    from database import IndexWriter
+    from index_writer import IndexWriter
     from indexer import TextIndexer
     from models import ServerConfig
 

@@ -2,7 +2,7 @@
 
     python bench/query_stages.py --index INDEX.sqlite3 [--source DIR] [--repeat N] QUERY...
 
-Each stage function of search.py, snippets.py and database.py named in STAGES is wrapped by a
+Each stage function of search.py, snippets.py and index_queries.py named in STAGES is wrapped by a
 timer for the run; each query is searched once to warm up, then ``--repeat`` times (default 10).
 Prints the whole search and each stage that took at least 0.1 ms: milliseconds per search and calls
 per search. Stages nest (``_rank_enough`` holds the ranking and the grouping), so the rows do not add
@@ -22,7 +22,7 @@ from types import ModuleType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import database  # noqa: E402
+import index_queries  # noqa: E402
 import search  # noqa: E402
 import snippets  # noqa: E402
 
@@ -33,7 +33,7 @@ STAGES: dict[ModuleType, tuple[str, ...]] = {
         "answering_spans", "section_snippets", "feedback_words", "_sections_holding", "_result", "section_hit", "suggest",
     ),
     snippets: ("heading_spans", "_may_match", "_span_scores"),
-    database: (
+    index_queries: (
         "best_section_per_file", "best_section_of_every_file", "sections_matching", "best_section_of_files", "files_with_each",
         "count_matching_files", "load_sections", "file_sections", "matching_texts", "estimated_matching_rows",
         "score_question", "best_question_hits", "best_with_feedback", "snippets", "stems", "query_words", "files_named",

@@ -33,9 +33,9 @@ from pathlib import Path
 
 sys.path[:0] = [str(Path(__file__).resolve().parent.parent), str(Path(__file__).resolve().parent)]
 
-from database import IndexWriter  # noqa: E402
 from harness import collections as shared_collections, load, write_json  # noqa: E402
 from exceptions import QueryError  # noqa: E402
+from index_writer import IndexWriter  # noqa: E402
 from indexer import TextIndexer  # noqa: E402
 from models import ServerConfig  # noqa: E402
 from phrasings import fused_search  # noqa: E402

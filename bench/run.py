@@ -44,11 +44,11 @@ sys.path[:0] = [str(REPO), str(BENCH)]
 
 import floor  # noqa: E402
 from harness import MAIN, SPEED, corpus as named_corpus, load, machine, percentiles, run_child, timed, write_json  # noqa: E402
-from database import IndexWriter  # noqa: E402
 from documents import document_reply  # noqa: E402
 from exceptions import ArgumentError  # noqa: E402
-from indexer import TextIndexer  # noqa: E402
 from filters import read_filters  # noqa: E402
+from index_writer import IndexWriter  # noqa: E402
+from indexer import TextIndexer  # noqa: E402
 from models import ServerConfig  # noqa: E402
 from query import STOPWORDS  # noqa: E402
 from search import Freshness, search  # noqa: E402

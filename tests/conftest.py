@@ -11,7 +11,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from database import IndexWriter  # noqa: E402
+from index_writer import IndexWriter  # noqa: E402
 from indexer import TextIndexer  # noqa: E402
 from models import ServerConfig  # noqa: E402
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from daemon import Daemon
-from database import IndexWriter
+from index_writer import IndexWriter
 from indexer import TextIndexer, watched_folder
 from models import ServerConfig, WatchState
 from reliability_helpers import MAIN_PY, rel_mount_tmpfs, rel_umount

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
-import database
+import index_files
+import index_writer
 from daemon import Daemon
-from database import CLOSED_SUFFIX, IndexWriter
+from index_files import CLOSED_SUFFIX
+from index_writer import IndexWriter
 from indexer import TextIndexer
 from models import ServerConfig
 from search import search
@@ -161,8 +163,8 @@ def checks_in_a_server_run(config: ServerConfig, monkeypatch: pytest.MonkeyPatch
     """The integrity checks (their ``sections_too``) a Daemon on ``config`` runs through its first
     scan and one more, until it is closed."""
     checks: list[bool] = []
-    real = database.IndexWriter.quick_check
-    monkeypatch.setattr(database.IndexWriter, "quick_check", lambda self, sections_too=False: checks.append(sections_too) or real(self))
+    real = index_writer.IndexWriter.quick_check
+    monkeypatch.setattr(index_writer.IndexWriter, "quick_check", lambda self, sections_too=False: checks.append(sections_too) or real(self))
     daemon = Daemon(config)
     daemon.start()
     try:
@@ -314,8 +316,8 @@ def test_a_note_that_cannot_be_written_costs_a_check_only(
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(fd, data)
 
-    monkeypatch.setattr(database.os, "write", full_disk)
-    with caplog.at_level(logging.WARNING, logger="database"):
+    monkeypatch.setattr(index_files.os, "write", full_disk)
+    with caplog.at_level(logging.WARNING, logger="index_files"):
         writer.close()
     monkeypatch.undo()
     assert any("could not note" in record.getMessage() for record in caplog.records)

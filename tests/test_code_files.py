@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import code_outline
-from database import IndexWriter
 from documents import MAX_OUTLINE_HEADINGS, document_reply
+from index_writer import IndexWriter
 from indexer import TextIndexer
 from models import ServerConfig
 from search import search

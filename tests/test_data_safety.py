@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 import indexer as indexer_module
-from database import IndexWriter, WriterLock, lock_path
 from exceptions import Cancelled, SourceUnavailableError
+from index_files import WriterLock, lock_path
+from index_writer import IndexWriter
 from indexer import RACY_WINDOW_NS, TextIndexer
 from models import ScanProgress, ServerConfig
 from reliability_helpers import (

@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 import copies
 import database
 import identifiers
+import index_queries
+import index_writer
 import loader
 from exceptions import IndexUnavailableError
 from indexer import TextIndexer
@@ -100,7 +102,7 @@ def _old_matching_texts(conn: sqlite3.Connection, texts: dict[int, tuple[str, st
         conn.execute("DELETE FROM temp.snippet_fts")
         conn.executemany(
             "INSERT INTO temp.snippet_fts (rowid, title, heading, body) VALUES (?, ?, ?, ?)",
-            [database._fts_row(rowid, "", heading, text) for rowid, (heading, text) in texts.items()],
+            [index_writer._fts_row(rowid, "", heading, text) for rowid, (heading, text) in texts.items()],
         )
         for part in parts:
             anywhere = conn.execute("SELECT rowid FROM temp.snippet_fts WHERE snippet_fts MATCH ?", (f"{{heading body}} : {part}",))
@@ -135,7 +137,7 @@ PARTS = [
 
 def test_span_matches_are_the_same_as_the_contentful_table_gave() -> None:
     conn = _temp_tables()
-    assert database.matching_texts(conn, TEXTS, PARTS) == _old_matching_texts(conn, TEXTS, PARTS)
+    assert index_queries.matching_texts(conn, TEXTS, PARTS) == _old_matching_texts(conn, TEXTS, PARTS)
 
 
 _word = st.sampled_from(["run", "runs", "running", "install", "installer", "service", "获取", "子项", "api", "x1", "Über", "uber"])
@@ -153,24 +155,24 @@ _part = st.one_of(
 def test_span_matches_are_the_same_on_random_texts(texts: list[tuple[str, str]], parts: list[str]) -> None:
     conn = _temp_tables()
     given_texts = dict(enumerate(texts))
-    assert database.matching_texts(conn, given_texts, parts) == _old_matching_texts(conn, given_texts, parts)
+    assert index_queries.matching_texts(conn, given_texts, parts) == _old_matching_texts(conn, given_texts, parts)
 
 
 def test_span_table_holds_nothing_from_an_earlier_or_failed_call_nor_inside_one_snapshot() -> None:
     conn = _temp_tables()
     with pytest.raises(sqlite3.OperationalError):
-        database.matching_texts(conn, {7: ("stale", "stale words")}, ['"stale"', "NEAR("])  # a syntax error halfway
-    assert database.matching_texts(conn, {1: ("fresh", "")}, ['"stale"', '"fresh"']) == [(set(), set()), ({1}, {1})]
+        index_queries.matching_texts(conn, {7: ("stale", "stale words")}, ['"stale"', "NEAR("])  # a syntax error halfway
+    assert index_queries.matching_texts(conn, {1: ("fresh", "")}, ['"stale"', '"fresh"']) == [(set(), set()), ({1}, {1})]
     with database.snapshot(conn):  # nested calls join one transaction: the second must not see the first's rows
-        assert database.matching_texts(conn, {7: ("stale", "")}, ['"stale"']) == [({7}, {7})]
-        assert database.matching_texts(conn, {8: ("", "other")}, ['"stale"', '"other"']) == [(set(), set()), ({8}, set())]
+        assert index_queries.matching_texts(conn, {7: ("stale", "")}, ['"stale"']) == [({7}, {7})]
+        assert index_queries.matching_texts(conn, {8: ("", "other")}, ['"stale"', '"other"']) == [(set(), set()), ({8}, set())]
 
 
 def test_a_reader_connection_has_the_span_table_contentless_and_empty(config: ServerConfig, indexer: TextIndexer, source: Path) -> None:
     write(source, "a.md", "# Alpha\n\nzqword here\n")
     indexer.scan()
     conn = database.reader(config.db_path)
-    assert database.matching_texts(conn, {3: ("Alpha", "zqword here")}, ['"zqword"']) == [({3}, set())]
+    assert index_queries.matching_texts(conn, {3: ("Alpha", "zqword here")}, ['"zqword"']) == [({3}, set())]
     assert conn.execute("SELECT count(*) FROM temp.span_fts").fetchone()[0] == 0
     tables = {name for (name,) in conn.execute("SELECT name FROM temp.sqlite_master WHERE type = 'table'")}
     assert "span_fts_content" not in tables  # contentless: no copy of the text is kept

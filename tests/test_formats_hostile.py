@@ -26,10 +26,10 @@ import pytest
 import formats
 import markup
 import sections
-from database import IndexWriter
 from documents import MAX_OUTLINE_HEADINGS, document_reply
 from exceptions import ArgumentError
 from formats import MAX_BLOCK_ELEMENTS, MAX_COMPRESSION_RATIO, MAX_TAG_ATTRIBUTES, PDF_TIMEOUT_SECONDS, extract
+from index_writer import IndexWriter
 from models import ServerConfig
 from search import search
 from status import read_status

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from database import IndexWriter
 from documents import document_reply
+from index_writer import IndexWriter
 from indexer import RACY_WINDOW_NS, TextIndexer
 from models import ServerConfig
 from search import search

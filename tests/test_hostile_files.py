@@ -18,7 +18,8 @@ import pytest
 from reliability_helpers import RelCorpus, rel_db_path, rel_run_main, rel_token, rel_unprivileged
 
 import database
-from database import IndexWriter
+import index_queries
+from index_writer import IndexWriter
 from indexer import TextIndexer
 from models import ScanProgress, ServerConfig
 from search import search
@@ -28,7 +29,7 @@ SECRET = "zqsecretoutsideqz"
 
 
 def skipped_by_path(db: Path) -> dict[str, str]:
-    return {path: reason for path, reason, _ in database.skipped_files(database.reader(db))}
+    return {path: reason for path, reason, _ in index_queries.skipped_files(database.reader(db))}
 
 
 def found(db: Path, token: str) -> list[str]:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from database import IndexWriter
 from identifiers import identifier_parts
+from index_writer import IndexWriter
 from indexer import TextIndexer
 from models import ServerConfig
 from search import search

@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 
 import indexer as indexer_module
 from config import load_config
-from database import IndexWriter
 from exceptions import ConfigError, FileSkipped
 from file_utils import FileFilter, check_single_file, ignored_by_rules, walk_source
 from ignore_rules import PatternError, Rules, compile_exclude_patterns, compile_rule, parse_rules
+from index_writer import IndexWriter
 from indexer import TextIndexer
 from models import ServerConfig
 from search import search

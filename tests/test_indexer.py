@@ -13,9 +13,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-import database
-from database import IndexWriter
+import index_writer
 from formats import MAX_TITLE_CHARS
+from index_writer import IndexWriter
 from indexer import RACY_WINDOW_NS, TextIndexer
 from loader import PROCESS_LOADING_MIN_FILES
 from models import ServerConfig
@@ -150,7 +150,7 @@ def test_fts_settings_are_given_to_new_and_existing_indexes(config: ServerConfig
     config.db_path.parent.mkdir(parents=True)
     IndexWriter(config.db_path).close()
     conn = sqlite3.connect(config.db_path)
-    wanted = {"hashsize": database.FTS_HASH_BYTES}
+    wanted = {"hashsize": index_writer.FTS_HASH_BYTES}
     assert dict(conn.execute("SELECT k, v FROM sections_fts_config WHERE k != 'version'")) == wanted
     with conn:
         conn.execute("DELETE FROM sections_fts_config WHERE k != 'version'")

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 import database
+import index_queries
 import search
-from database import IndexWriter
+from index_writer import IndexWriter
 from indexer import TextIndexer
 from tests.conftest import write
 
@@ -40,11 +41,11 @@ def many_files(source: Path, indexer: TextIndexer) -> Path:
     return indexer.config.db_path
 
 
-def files_matching(match: str) -> Callable[[sqlite3.Connection, database.Span], int]:
+def files_matching(match: str) -> Callable[[sqlite3.Connection, index_queries.Span], int]:
     """Work for search._over_parts: how many files in a span match ``match``."""
 
-    def count(part: sqlite3.Connection, span: database.Span) -> int:
-        return database.count_matching_files(part, match, span)
+    def count(part: sqlite3.Connection, span: index_queries.Span) -> int:
+        return index_queries.count_matching_files(part, match, span)
 
     return count
 
@@ -80,8 +81,8 @@ def test_ranking_in_parts_gives_the_answer_of_ranking_the_whole_index(
 def test_a_question_matching_many_files_is_ranked_in_parts_too(many_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(search, "FEEDBACK_MAX_FILES", 0)  # take the no-feedback path for a question
     counts = []
-    real = database.count_matching_files
-    monkeypatch.setattr(database, "count_matching_files", lambda *args: counts.append(args) or real(*args))
+    real = index_queries.count_matching_files
+    monkeypatch.setattr(index_queries, "count_matching_files", lambda *args: counts.append(args) or real(*args))
     query = QUERIES[7]
     whole = search.search(many_files, query, 10)
     assert len(counts) == 1  # counted once, not again while ranking
@@ -93,13 +94,13 @@ def test_a_question_matching_many_files_is_ranked_in_parts_too(many_files: Path,
 
 def test_spans_cover_every_file_once(many_files: Path) -> None:
     conn = database.reader(many_files)
-    spans = database.file_spans(conn, 3)
+    spans = index_queries.file_spans(conn, 3)
     assert len(spans) == 3
-    assert spans[0][0] == 0 and spans[-1][1] == database.EVERY_ROW[1]
+    assert spans[0][0] == 0 and spans[-1][1] == index_queries.EVERY_ROW[1]
     assert all(low < high == next_low for (low, high), (next_low, _) in itertools.pairwise(spans))
     ids = [row[0] for row in conn.execute("SELECT id FROM sections")]
     assert sorted(ids) == sorted(i for low, high in spans for i in ids if low <= i < high)
-    assert database.file_spans(conn, 1) == [database.EVERY_ROW]
+    assert index_queries.file_spans(conn, 1) == [index_queries.EVERY_ROW]
 
 
 def test_only_queries_estimated_to_match_many_sections_are_ranked_in_parts(
@@ -108,15 +109,15 @@ def test_only_queries_estimated_to_match_many_sections_are_ranked_in_parts(
     monkeypatch.setattr(search, "SEARCH_PARTS", 3)
     conn = database.reader(many_files)
     rows = conn.execute("SELECT count(*) FROM sections_fts WHERE sections_fts MATCH 'alpha'").fetchone()[0]
-    assert rows / 2 < database.estimated_matching_rows(conn, '("alpha")', 4) < rows * 2
-    estimate = database.estimated_matching_rows(conn, '("alpha")', search.PARALLEL_SAMPLE)
-    assert database.estimated_matching_rows(conn, '("nothingmatches")', 4) == 0
+    assert rows / 2 < index_queries.estimated_matching_rows(conn, '("alpha")', 4) < rows * 2
+    estimate = index_queries.estimated_matching_rows(conn, '("alpha")', search.PARALLEL_SAMPLE)
+    assert index_queries.estimated_matching_rows(conn, '("nothingmatches")', 4) == 0
     files = files_matching('("alpha")')
     monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", estimate + 1)
     assert len(search._over_parts(search.Searching(many_files, conn), '("alpha")', files)) == 1
     monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", estimate)
     parts = search._over_parts(search.Searching(many_files, conn), '("alpha")', files)
-    assert len(parts) == 3 and sum(parts) == database.count_matching_files(conn, '("alpha")')
+    assert len(parts) == 3 and sum(parts) == index_queries.count_matching_files(conn, '("alpha")')
 
 
 def test_parts_that_see_a_newer_index_are_dropped_for_one_ranking_of_the_callers_snapshot(
@@ -127,7 +128,7 @@ def test_parts_that_see_a_newer_index_are_dropped_for_one_ranking_of_the_callers
     conn = database.reader(many_files)
     count = files_matching('("fresh")')
     with database.snapshot(conn):
-        assert database.count_matching_files(conn, '("fresh")') == 0
+        assert index_queries.count_matching_files(conn, '("fresh")') == 0
         write(source, "dir0/new.md", "# New\n\nfresh words\n")
         indexer.scan()  # commits while the caller's snapshot is open: other threads see the new file
         assert search._over_parts(search.Searching(many_files, conn), '("fresh")', count) == [0]  # one answer, from the caller's snapshot
@@ -137,61 +138,61 @@ def test_parts_that_see_a_newer_index_are_dropped_for_one_ranking_of_the_callers
 
 def test_generation_changes_with_every_transaction_that_writes(many_files: Path, indexer: TextIndexer) -> None:
     conn = database.reader(many_files)
-    before = database.generation(conn)
+    before = index_queries.generation(conn)
     assert before is not None
     writer: IndexWriter = indexer.writer
     with writer.transaction():
         pass
-    assert database.generation(conn) == before
+    assert index_queries.generation(conn) == before
     with writer.transaction():
         writer.set_meta("note", "x")
-    assert database.generation(conn) != before
+    assert index_queries.generation(conn) != before
 
 
 def test_the_fallback_that_groups_every_section_by_file_is_ranked_in_parts_too(
     many_files: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(database, "CANDIDATE_SECTIONS_PER_FILE", 1)  # candidates then rarely hold enough files
+    monkeypatch.setattr(index_queries, "CANDIDATE_SECTIONS_PER_FILE", 1)  # candidates then rarely hold enough files
     grouped = []
-    real = database.best_section_of_every_file
+    real = index_queries.best_section_of_every_file
 
-    def spy(conn, match, weights, limit, span=database.EVERY_ROW, *rest):
+    def spy(conn, match, weights, limit, span=index_queries.EVERY_ROW, *rest):
         grouped.append(span)
         return real(conn, match, weights, limit, span, *rest)
 
-    monkeypatch.setattr(database, "best_section_of_every_file", spy)
+    monkeypatch.setattr(index_queries, "best_section_of_every_file", spy)
     # Without collapsing copies, the ranking window is the files asked for (plus one).
     whole = search.search(many_files, "alpha", 7, collapse_duplicates=False)
-    assert grouped == [database.EVERY_ROW]
+    assert grouped == [index_queries.EVERY_ROW]
     monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", 0)
     monkeypatch.setattr(search, "SEARCH_PARTS", 3)
     assert search.search(many_files, "alpha", 7, collapse_duplicates=False) == whole
-    assert len(grouped) > 1 and database.EVERY_ROW not in grouped[1:]
+    assert len(grouped) > 1 and index_queries.EVERY_ROW not in grouped[1:]
 
 
 @pytest.mark.parametrize("match", ['("alpha")', '("alpha" AND "beta")', '("alpha beta")', '("copyword")', '("omega")'])
 @pytest.mark.parametrize("limit", [1, 7, 100])
 def test_one_pass_ranking_equals_ranking_candidates_first(many_files: Path, match: str, limit: int) -> None:
     conn = database.reader(many_files)
-    one_pass = database.best_section_of_every_file(conn, match, search.COLUMN_WEIGHTS, limit)
-    assert [(rowid, score) for rowid, score, _ in one_pass] == database.best_section_per_file(
+    one_pass = index_queries.best_section_of_every_file(conn, match, search.COLUMN_WEIGHTS, limit)
+    assert [(rowid, score) for rowid, score, _ in one_pass] == index_queries.best_section_per_file(
         conn, match, search.COLUMN_WEIGHTS, limit
     )
-    assert {count for _, _, count in one_pass} == {database.count_matching_files(conn, match)}
+    assert {count for _, _, count in one_pass} == {index_queries.count_matching_files(conn, match)}
 
 
 def test_sections_are_loaded_in_the_order_asked_for_since_feedback_breaks_ties_by_it(many_files: Path) -> None:
     conn = database.reader(many_files)
     ids = [row[0] for row in conn.execute("SELECT id FROM sections ORDER BY id")]
     wanted = ids[::-3] + [(1 << 40)]  # descending, and one that does not exist
-    assert list(database.load_sections(conn, wanted)) == ids[::-3]
+    assert list(index_queries.load_sections(conn, wanted)) == ids[::-3]
 
 
 def test_parts_that_cannot_open_the_index_are_dropped(many_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(search, "PARALLEL_MIN_ROWS", 0)
     monkeypatch.setattr(search, "SEARCH_PARTS", 3)
     conn = database.reader(many_files)
-    expected = database.count_matching_files(conn, '("alpha")')
+    expected = index_queries.count_matching_files(conn, '("alpha")')
     count = files_matching('("alpha")')
     with database.snapshot(conn):
         many_files.rename(many_files.with_name("moved.sqlite3"))  # the open connection still reads it
@@ -207,7 +208,7 @@ def test_an_index_without_a_generation_is_never_split(many_files: Path, monkeypa
     other = database.connect(many_files)  # as an index written before generations existed
     other.execute("DELETE FROM meta WHERE key = 'generation'")
     other.close()
-    assert search._over_parts(search.Searching(many_files, conn), '("alpha")', count) == [database.count_matching_files(conn, '("alpha")')]
+    assert search._over_parts(search.Searching(many_files, conn), '("alpha")', count) == [index_queries.count_matching_files(conn, '("alpha")')]
 
 
 def test_searches_in_parts_keep_answering_while_files_are_rewritten(

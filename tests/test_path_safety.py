@@ -12,8 +12,8 @@ import pytest
 
 from reliability_helpers import RelStdioServer, rel_token
 
-from database import IndexWriter
 from exceptions import UnsafePathError
+from index_writer import IndexWriter
 from indexer import TextIndexer
 from models import ServerConfig
 from search import search

@@ -82,7 +82,7 @@ def test_a_query_within_the_bounds_is_read_whole() -> None:
 @pytest.fixture(scope="module")
 def index(tmp_path_factory: pytest.TempPathFactory) -> ServerConfig:
     """400 real files, enough rows that SQLite checks for a stop many times during one query."""
-    from database import IndexWriter
+    from index_writer import IndexWriter
 
     root = tmp_path_factory.mktemp("bounds")
     source = root / "notes"

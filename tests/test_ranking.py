@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import database  # noqa: E402
-from database import IndexWriter  # noqa: E402
+from index_writer import IndexWriter  # noqa: E402
 from indexer import TextIndexer  # noqa: E402
 from models import ServerConfig  # noqa: E402
 from search import UNWEIGHED_SCORE, search  # noqa: E402

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from database import IndexWriter
+from index_writer import IndexWriter
 from indexer import TextIndexer
 from models import ServerConfig
 from search import search

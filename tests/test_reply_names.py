@@ -9,6 +9,7 @@ import pytest
 from mcp import Client
 
 import database
+import index_queries
 from documents import document_reply
 from exceptions import ArgumentError
 from filters import Filters
@@ -54,11 +55,11 @@ def test_files_named_reads_name_stem_and_title_and_keeps_to_the_scope(indexer: T
     indexer.scan()
     conn = database.reader(config.db_path)
     path_of = dict(conn.execute("SELECT id, path FROM files").fetchall())
-    named = [path_of[file_id] for file_id in database.files_named(conn, "About_signing", 10)]
+    named = [path_of[file_id] for file_id in index_queries.files_named(conn, "About_signing", 10)]
     assert named == ["ref/7.4/about_Signing.md"]  # not about_Signing.tests.md: its name without extension is longer
-    assert [path_of[f] for f in database.files_named(conn, "about_signing.tests.md", 10)] == ["ref/5.1/about_Signing.tests.md"]
-    everything_but = database.scope_of(database.files_named(conn, "about_Signing", 10), None)
-    assert database.files_named(conn, "about_Signing", 10, everything_but) == []
+    assert [path_of[f] for f in index_queries.files_named(conn, "about_signing.tests.md", 10)] == ["ref/5.1/about_Signing.tests.md"]
+    everything_but = index_queries.scope_of(index_queries.files_named(conn, "about_Signing", 10), None)
+    assert index_queries.files_named(conn, "about_Signing", 10, everything_but) == []
     outside = search(config.db_path, "about_Signing", 5, filters=Filters(prefix="cmd/"))["results"]
     assert all(hit["path"].startswith("cmd/") for hit in outside)
 

@@ -17,7 +17,7 @@ import indexer as indexer_module
 import replies
 import tools
 from config import load_config
-from database import IndexWriter
+from index_writer import IndexWriter
 from indexer import TextIndexer
 from models import ScanProgress, ServerConfig
 from tests.conftest import MAIN_PY, write

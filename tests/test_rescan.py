@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-import database
+import index_writer
 import indexer as indexer_module
-from database import IndexWriter, _mark_closed
+from index_files import mark_closed
+from index_writer import IndexWriter
 from indexer import RACY_WINDOW_NS, TextIndexer
 from models import ServerConfig
 from search import search
@@ -213,7 +214,7 @@ def _as_before_files_signed(db_path: Path, note: bool) -> None:
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
     if note:
-        _mark_closed(db_path)
+        mark_closed(db_path)
 
 
 def test_signatures_from_files_signed_equal_the_rows_for_odd_paths(source: Path, config: ServerConfig) -> None:
@@ -261,7 +262,7 @@ def test_a_full_disk_at_the_first_opening_does_not_keep_the_writer_from_opening(
     writer.close()
     _as_before_files_signed(config.db_path, note=False)
 
-    real_connect = database.connect
+    real_connect = index_writer.connect
 
     def full_disk(db_path: Path) -> sqlite3.Connection:  # the file may not grow by a page
         conn = real_connect(db_path)
@@ -269,7 +270,7 @@ def test_a_full_disk_at_the_first_opening_does_not_keep_the_writer_from_opening(
         conn.execute(f"PRAGMA max_page_count = {pages}")
         return conn
 
-    monkeypatch.setattr(database, "connect", full_disk)
+    monkeypatch.setattr(index_writer, "connect", full_disk)
     writer = IndexWriter(config.db_path)
     assert len(writer.file_signatures()) == 200
     writer.close()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import indexer as indexer_module
-from database import index_counts
+from index_queries import index_counts
 from indexer import TextIndexer
 from models import RefreshReply
 from tests.conftest import write

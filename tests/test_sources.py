@@ -255,7 +255,7 @@ async def test_an_index_deleted_under_a_server_of_several_sources_is_filled_agai
 
 
 def test_tags_count_toward_the_reply_budget(tmp_path: Path) -> None:
-    from database import IndexWriter
+    from index_writer import IndexWriter
     from indexer import TextIndexer
     from models import ServerConfig
     from search import MAX_REPLY_CHARS, search

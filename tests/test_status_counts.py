@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 import database
 import tools
 from config import load_config
-from database import IndexWriter, SourceWriter, index_counts, suffix_counts
+from index_queries import index_counts, suffix_counts
+from index_writer import IndexWriter, SourceWriter
 from indexer import TextIndexer
 from models import ServerConfig
 from tests.conftest import write

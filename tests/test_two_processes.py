@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from database import WriterLock, lock_path
+from index_files import WriterLock, lock_path
 from reliability_helpers import MAIN_PY, RelStdioServer, rel_check_index, rel_corpus, rel_db_path, rel_run_main, rel_token
 from tests.conftest import write
 
