@@ -504,7 +504,7 @@ def _prepare_schema(conn: sqlite3.Connection) -> None:
     _make_index(conn, "files_signed ON files(path, mtime_ns, size, inode, ctime_ns, indexed_at_ns)")
     # FTS5 merges 4 segments of a level at a time (automerge): 16 took 0.7-0.85 s less writer CPU
     # in a full index of 8 copies of the PowerShell docs, but made an edit searchable ~30 ms later at
-    # p99 with the watcher (bench/watch.py, 120 edits: 193-210 ms against 166-177 ms).
+    # p99 with the watcher (bench/watch.py, removed since c69fcb1; 120 edits: 193-210 ms against 166-177 ms).
     hashsize = conn.execute("SELECT v FROM sections_fts_config WHERE k = 'hashsize'").fetchone()
     if hashsize is None or hashsize[0] != FTS_HASH_BYTES:  # FTS5 keeps its settings in the index
         conn.execute("INSERT INTO sections_fts (sections_fts, rank) VALUES ('hashsize', ?)", (FTS_HASH_BYTES,))

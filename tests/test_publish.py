@@ -112,3 +112,10 @@ async def test_the_unpacked_bundle_answers_initialize_and_search_over_stdio(
             hit = (await call(session, "search", {"query": "how do I open a port in the firewall?"}))["results"][0]
             assert hit["path"] == "network/firewall.md", hit
     assert "loader process" not in log.read_text(encoding="utf-8"), log.read_text(encoding="utf-8")
+
+
+def test_the_design_notes_name_every_module_with_its_job() -> None:
+    # A newcomer finds a module's job in docs/design.md's table: none may be missing, none stale.
+    table = re.findall(r"^\| `([\w.]+\.py)` \|", (PROJECT_DIR / "docs" / "design.md").read_text(), re.M)
+    modules = sorted(path.name for path in PROJECT_DIR.glob("*.py"))
+    assert sorted(table) == modules
