@@ -325,7 +325,11 @@ _CODE_OR_LINK = re.compile(f"{_CODE_SPAN.pattern}|{_IMAGE_OR_LINK.pattern}")
 #: A GitHub alert's marker line (> [!NOTE]), shown as NOTE:.
 _ALERT = re.compile(r"\[!([A-Za-z]+)\][^\S\n]*")
 #: Emphasis: a run of * or _ that opens before a non-space and closes after one; _ not inside a word.
-_EMPHASIS = re.compile(r"(?<![\\*])(\*{1,3})(?=[^\s*])(.+?)(?<=[^\s\\*])\1(?!\*)|(?<![\w\\])(_{1,3})(?=[^\s_])(.+?)(?<=[^\s\\_])\3(?![\w_])")
+_EMPHASIS = re.compile(
+    r"(?<![\\*])(\*{1,3})(?=[^\s*])(.+?)(?<=[^\s\\*])\1(?!\*)"
+    # _ next to a highlight marker is inside a word (http_get_url with its parts highlighted)
+    f"|(?<![\\w\\\\{_MARK_OPEN}{_MARK_CLOSE}])(_{{1,3}})(?=[^\\s_])(.+?)(?<=[^\\s\\\\_])\\3(?![\\w_{_MARK_OPEN}{_MARK_CLOSE}])"
+)
 _TABLE_PIPE = re.compile(r"(?<!\\)\|")
 _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 

@@ -31,6 +31,8 @@ M_OPEN, M_CLOSE = "\ue000", "\ue001"  # the private markers a snippet's matches 
         (f"**{M_OPEN}WhatIf{M_CLOSE}** switch", f"{M_OPEN}WhatIf{M_CLOSE} switch"),
         ("*em* and _em_ and ***both***", "em and em and both"),
         ("about_Signing and snake_case_name", "about_Signing and snake_case_name"),
+        (f"def {M_OPEN}http{M_CLOSE}_{M_OPEN}get{M_CLOSE}_{M_OPEN}url{M_CLOSE}(url)",  # its parts highlighted: still one name
+         f"def {M_OPEN}http{M_CLOSE}_{M_OPEN}get{M_CLOSE}_{M_OPEN}url{M_CLOSE}(url)"),
         (r"\*not emphasis\* and 3 \* 4", "*not emphasis* and 3 * 4"),
         ("see [the guide](https://example.com/guide.md) or ![logo](logo.png)", "see the guide or logo"),
         ("<https://example.com> [ref][1]", "https://example.com ref"),
