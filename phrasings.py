@@ -20,7 +20,7 @@ seven collections' 576 fused searches; 30 places deep took 87 s for 0.5747.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -29,7 +29,7 @@ from exceptions import ArgumentError, QueryError
 from filters import NO_FILTERS, Filters
 from models import SearchHit, SearchReply
 from query import MAX_QUERY_CHARS
-from search import MAX_ALSO_IN, MAX_LIMIT, MAX_OFFSET, Freshness, searched_page, show_sections
+from search import MAX_ALSO_IN, MAX_LIMIT, MAX_OFFSET, Freshness, PageDetail, searched_page, show_sections
 
 #: At most this many phrasings besides the query.
 MAX_ALTERNATIVES = 4
@@ -45,6 +45,10 @@ PHRASING_THREADS = USABLE_CPUS
 #: Each phrasing is ranked this deep, whatever the page asked for, so that consecutive pages are cut
 #: from one fused list (at most this many times the phrasings' answers) and never repeat a file.
 FUSION_DEPTH = 30
+#: Of those, each phrasing shows this many whole (their answering spans, snippets, and copies that
+#: answer alike made one), whatever the page: a fused result ranked below them in every list is
+#: shown afterwards (_show_bare). The same for every page, so that every page is cut from one list.
+FUSION_SHOWN = 10
 
 
 def alternatives_given(alternatives: object, query: str) -> list[str]:
@@ -86,19 +90,19 @@ def fused_search(
         raise ArgumentError("offset", f"must be a whole number from 0 to {MAX_OFFSET:,}, got {offset!r}")
     depth = FUSION_DEPTH  # the same for every page and limit: pages are cut from one fused list
 
-    def searched(text: str) -> tuple[SearchReply, dict[str, int]] | QueryError:
+    def searched(text: str) -> tuple[SearchReply, PageDetail] | QueryError:
         try:
             feedback = text == query  # the agent's phrasings are its own widening of the query
             return searched_page(
                 db_path, text, depth, indexing, cancelled, filters=filters, collapse_duplicates=collapse_duplicates,
-                freshness=freshness, feedback=feedback, shown=min(depth, offset + limit),
+                freshness=freshness, feedback=feedback, shown=FUSION_SHOWN,
             )
         except QueryError as exc:
             return exc
 
     phrasings = [(QUERY_WEIGHT, query), *((1.0, text) for text in alternatives)]
     replies: list[tuple[float, SearchReply]] = []
-    searches: list[tuple[str, SearchReply, dict[str, int]]] = []
+    searches: list[tuple[str, SearchReply, PageDetail]] = []
     skipped: list[str] = []
     first_error: QueryError | None = None
     for (weight, text), found in zip(phrasings, _pool().map(searched, [text for _, text in phrasings])):
@@ -110,12 +114,12 @@ def fused_search(
             searches.append((text, *found))
     if not replies:
         raise first_error  # type: ignore[misc]
-    fused = _fused(replies, offset, limit, skipped)
+    fused = _fused(replies, offset, limit, skipped, [detail.copies for _, _, detail in searches])
     _show_bare(db_path, fused["results"], searches)
     return fused
 
 
-def _show_bare(db_path: Path, results: list[SearchHit], searches: list[tuple[str, SearchReply, dict[str, int]]]) -> None:
+def _show_bare(db_path: Path, results: list[SearchHit], searches: list[tuple[str, SearchReply, PageDetail]]) -> None:
     """Show the ``results`` each phrasing ranked below the places it showed (searched_page's bare
     results) as that phrasing shows them (search.show_sections): a file several phrasings agree on
     deep in their lists gets the span that answers and its snippet. One pass per phrasing, on the
@@ -125,8 +129,8 @@ def _show_bare(db_path: Path, results: list[SearchHit], searches: list[tuple[str
         places = [(place, number) for number, (_, reply, _) in enumerate(searches)
                   for place, found in enumerate(reply["results"]) if found["path"] == hit["path"]]
         place, number = min(places)  # the phrasing _fused showed it as: its best place, the first such list
-        if hit["path"] in searches[number][2]:
-            wanted.setdefault(number, {})[hit["path"]] = searches[number][2][hit["path"]]
+        if hit["path"] in searches[number][2].bare:
+            wanted.setdefault(number, {})[hit["path"]] = searches[number][2].bare[hit["path"]]
 
     def show(number: int) -> dict[str, SearchHit]:
         text, reply, _ = searches[number]
@@ -153,17 +157,20 @@ def _pool() -> ThreadPoolExecutor:
         return _workers
 
 
-def _fused(replies: list[tuple[float, SearchReply]], offset: int, limit: int, skipped: list[str]) -> SearchReply:
-    """One reply from the phrasings' replies (see fused_search)."""
+def _fused(
+    replies: list[tuple[float, SearchReply]], offset: int, limit: int, skipped: list[str], folded: Sequence[Mapping[str, list[str]]] = (),
+) -> SearchReply:
+    """One reply from the phrasings' replies (see fused_search); ``folded``: for each reply, every
+    copy folded into each of its results by path (also_in names only a few)."""
     scores: dict[str, float] = {}
     holding: dict[str, int] = {}  # how many lists hold each answer
     shown: dict[str, tuple[int, SearchHit]] = {}  # each answer's best place, and its hit there
     copies: dict[str, list[str]] = {}
     counted: dict[str, int] = {}
     answer_of: dict[str, str] = {}  # a file (or a copy named with it) -> the answer it belongs to
-    for weight, reply in replies:
+    for number, (weight, reply) in enumerate(replies):
         for rank, hit in enumerate(reply["results"], 1):
-            files = [hit["path"], *hit.get("also_in", [])]
+            files = [hit["path"], *(folded[number].get(hit["path"], []) if folded else hit.get("also_in", []))]
             answer = next((answer_of[path] for path in files if path in answer_of), hit["path"])
             for path in files:
                 answer_of.setdefault(path, answer)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import NamedTuple, TypeVar, cast
 
 import copies
 import database
@@ -113,22 +113,30 @@ def searched_page(
     db_path: Path, query: str, limit: int = 10, indexing: bool = False, cancelled: Callable[[], bool] | None = None, *,
     filters: Filters = NO_FILTERS, offset: int = 0, collapse_duplicates: bool = True, freshness: Freshness | None = None,
     feedback: bool = True, shown: int | None = None,
-) -> tuple[SearchReply, dict[str, int]]:
+) -> tuple[SearchReply, PageDetail]:
     """search(), with only the first ``shown`` results of the page (all if None) shown as search
     shows them; the others are bare: their best section's heading and lines, no snippet, not
-    narrowed to the span that answers. Returns the reply and each bare result's section id, by its
-    path, for show_sections. A fused search ranks each phrasing deeper than the page it shows."""
+    narrowed to the span that answers. Returns the reply and its PageDetail. A fused search ranks
+    each phrasing deeper than the page it shows."""
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
         raise QueryError(query, f"limit must be a whole number from 1 to {MAX_LIMIT}, got {limit!r}")
     if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= MAX_OFFSET:
         raise ArgumentError("offset", f"must be a whole number from 0 to {MAX_OFFSET:,}, got {offset!r}")
     limits = Limits(cancelled, time.monotonic() + SEARCH_TIME_LIMIT_SECONDS)
     asking = Asking(db_path, query, limit, offset, filters, collapse_duplicates, freshness, feedback, shown)
-    reply, outdated, bare = _answer(asking, limits)
+    reply, outdated, detail = _answer(asking, limits)
     if outdated and freshness is not None and freshness.refresh is not None and freshness.refresh(outdated):
-        reply, _, bare = _answer(asking, limits)  # from the index as it is now; what changed again is stale
+        reply, _, detail = _answer(asking, limits)  # from the index as it is now; what changed again is stale
     reply["indexing"] = indexing
-    return reply, bare
+    return reply, detail
+
+
+class PageDetail(NamedTuple):
+    """What searched_page knows of its results beyond the reply, by each result's path: the section
+    of each bare one (for show_sections), and every copy folded into each (also_in names a few)."""
+
+    bare: dict[str, int]
+    copies: dict[str, list[str]]
 
 
 def show_sections(db_path: Path, query: str, feedback: Sequence[str], bare: Mapping[str, int]) -> dict[str, SearchHit]:
@@ -222,9 +230,9 @@ class Asking:
     shown: int | None = None
 
 
-def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str], dict[str, int]]:
+def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str], PageDetail]:
     """The reply, the paths among the files ranked that changed or were deleted since they were
-    indexed (if asked to check), and the section of each bare result by path (see searched_page)."""
+    indexed (if asked to check), and its PageDetail (see searched_page)."""
     parsed = parse_query(asking.query)
     if not parsed.has_words():
         raise QueryError(asking.query, _nothing_to_search(parsed))
@@ -274,7 +282,10 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str], dic
         "indexing": False, "offset": asking.offset, "has_more": has_more,
         "next_offset": asking.offset + consumed if has_more else None,
         "warnings": warnings, "query_read": reading, "suggestions": suggestions,
-    }, outdated, {str(sections[group[0][0]]["path"]): group[0][0] for group in answers[:kept] if group[0][0] not in leaders}
+    }, outdated, PageDetail(
+        {str(sections[group[0][0]]["path"]): group[0][0] for group in answers[:kept] if group[0][0] not in leaders},
+        {str(sections[group[0][0]]["path"]): [str(sections[rowid]["path"]) for rowid, _ in group[1:]] for group in answers[:kept]},
+    )
 
 
 #: How _outdated keys the files left out for a folder on their way that cannot be entered.

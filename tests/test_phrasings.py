@@ -133,3 +133,20 @@ def test_an_answer_the_phrasings_agree_on_below_the_places_they_show_is_shown_wh
     assert fused["results"][0] is hit  # three lists agree on it
     assert hit["heading"] == "Shared > The part that answers" and "**alpha**" in hit["snippet"], hit
     assert all(hit["snippet"] for hit in fused["results"])
+
+
+def test_answers_alike_are_one_fused_result_on_every_page(source: Path, indexer: TextIndexer, config: ServerConfig) -> None:
+    for n in range(6):  # the same answering section in six different handbooks
+        lines = "\n".join(f"Line {x} about team {n} thing{x}{n} other{n}{x}" for x in range(40))
+        write(source, f"t{n}/handbook.md", f"# Handbook {n}\n\n{lines}\n\n## Firewall port\n\nTo open a firewall port ask the network team.\n")
+    for n in range(8):  # versions of one page; only two hold the alternative's word
+        extra = "\nThe legacyword setting applies here.\n" if n < 2 else ""
+        body = "\n\n".join(f"Line {x} of the long description, with policy number {x}." for x in range(20))
+        write(source, f"ref/7.{n}/about_Signing.md", f"# about_Signing\n\n## Short description\n\nHow to sign scripts.\n\n{body}\n{extra}")
+    indexer.scan()
+    whole = fused_search(config.db_path, "firewall port", 10, alternatives=["network team ticket"])
+    assert [hit["path"] for hit in whole["results"]] == ["t0/handbook.md"] and whole["results"][0]["also_in_count"] == 5
+    first = fused_search(config.db_path, "firewall port", 1, alternatives=["network team ticket"])
+    assert [hit["path"] for hit in first["results"]] == ["t0/handbook.md"] and first["next_offset"] is None
+    signing = fused_search(config.db_path, "sign scripts", 10, alternatives=["legacyword"])["results"]
+    assert len(signing) == 1 and signing[0]["also_in_count"] == 7, signing  # not the page again from the alternative
