@@ -28,7 +28,7 @@ from config import USABLE_CPUS
 from exceptions import ArgumentError, QueryError
 from filters import NO_FILTERS, Filters
 from models import SearchHit, SearchReply
-from query import MAX_QUERY_CHARS
+from query import MAX_QUERY_CHARS, parse_query
 from search import MAX_ALSO_IN, MAX_LIMIT, MAX_OFFSET, Freshness, PageDetail, searched_page, show_sections
 
 #: At most this many phrasings besides the query.
@@ -61,12 +61,12 @@ def alternatives_given(alternatives: object, query: str) -> list[str]:
         raise ArgumentError("alternatives", f"must be a list of strings, got {str(alternatives)[:100]!r}")
     if len(alternatives) > MAX_ALTERNATIVES:
         raise ArgumentError("alternatives", f"at most {MAX_ALTERNATIVES} phrasings besides the query, got {len(alternatives)}")
-    seen = {" ".join(query.split()).casefold()}
+    seen = {" ".join(query.split()).lower()}
     kept = []
     for number, text in enumerate(alternatives, 1):
         if len(text) > MAX_QUERY_CHARS:
             raise ArgumentError("alternatives", f"each at most {MAX_QUERY_CHARS:,} characters, got {len(text):,}")
-        said = " ".join(text.split()).casefold()
+        said = " ".join(text.split()).lower()  # not casefold: the index reads "strasse" and "straße" apart
         if not said:
             raise ArgumentError("alternatives", f"phrasing {number} is empty: give it words, or leave it out")
         if said not in seen:
@@ -100,7 +100,8 @@ def fused_search(
         except QueryError as exc:
             return exc
 
-    phrasings = [(QUERY_WEIGHT, query), *((1.0, text) for text in alternatives)]
+    left_out = _exclusions(query)  # the query's -words leave files out of every phrasing's list
+    phrasings = [(QUERY_WEIGHT, query), *((1.0, f"{text} {left_out}".strip()) for text in alternatives)]
     replies: list[tuple[float, SearchReply]] = []
     searches: list[tuple[str, SearchReply, PageDetail]] = []
     skipped: list[str] = []
@@ -117,6 +118,12 @@ def fused_search(
     fused = _fused(replies, offset, limit, skipped, [detail.copies for _, _, detail in searches])
     _show_bare(db_path, fused["results"], searches)
     return fused
+
+
+def _exclusions(query: str) -> str:
+    """The query's excluded words, phrases and prefixes, written to be added to another phrasing."""
+    parsed = parse_query(query)
+    return " ".join([*(f'-"{" ".join(words)}"' for words in parsed.excluded), *(f"-{prefix}*" for prefix in parsed.excluded_prefixes)])
 
 
 def _show_bare(db_path: Path, results: list[SearchHit], searches: list[tuple[str, SearchReply, PageDetail]]) -> None:
@@ -139,6 +146,8 @@ def _show_bare(db_path: Path, results: list[SearchHit], searches: list[tuple[str
     shown: dict[str, SearchHit] = {}
     for found in _pool().map(show, list(wanted)):
         shown.update(found)
+    gone = {path for paths in wanted.values() for path in paths} - shown.keys()  # out of the index since it was ranked
+    results[:] = [hit for hit in results if hit["path"] not in gone]
     for hit in results:
         if hit["path"] in shown:
             hit.update({key: shown[hit["path"]][key] for key in ("title", "heading", "snippet", "line_start", "line_end")})

@@ -14,8 +14,8 @@ from mcp import Client
 from exceptions import ArgumentError
 from indexer import TextIndexer
 from models import ServerConfig
-from phrasings import AGREEMENT, MAX_ALTERNATIVES, RANK_OFFSET, _fused, alternatives_given, fused_search
-from search import search
+from phrasings import AGREEMENT, MAX_ALTERNATIVES, RANK_OFFSET, _fused, _show_bare, alternatives_given, fused_search
+from search import search, searched_page
 from tests.conftest import MAIN_PY, write
 from tests.mcp_client import call, server_params, wait_for
 
@@ -23,6 +23,7 @@ from tests.mcp_client import call, server_params, wait_for
 def test_alternatives_are_checked_and_repeats_of_the_query_dropped() -> None:
     assert alternatives_given(None, "q") == []
     assert alternatives_given(["birds of prey", " Q ", "birds  of prey"], "q") == ["birds of prey"]
+    assert alternatives_given(["Hauptstrasse"], "Hauptstraße") == ["Hauptstrasse"]  # other words to the index
     for bad in ("one string", ["ok", 3], ["a"] * (MAX_ALTERNATIVES + 1), ["x" * 10_001], ["ok", " \t"]):
         with pytest.raises(ArgumentError, match="alternatives"):
             alternatives_given(bad, "q")
@@ -150,3 +151,28 @@ def test_answers_alike_are_one_fused_result_on_every_page(source: Path, indexer:
     assert [hit["path"] for hit in first["results"]] == ["t0/handbook.md"] and first["next_offset"] is None
     signing = fused_search(config.db_path, "sign scripts", 10, alternatives=["legacyword"])["results"]
     assert len(signing) == 1 and signing[0]["also_in_count"] == 7, signing  # not the page again from the alternative
+
+
+def test_the_querys_excluded_words_leave_files_out_of_every_phrasings_list(
+    source: Path, indexer: TextIndexer, config: ServerConfig
+) -> None:
+    write(source, "a.md", "# Firewall\n\nOpen a port in the firewall with iptables.\n")
+    write(source, "b.md", "# Ports\n\nOpen a port with ufw allow.\n")
+    indexer.scan()
+    fused = fused_search(config.db_path, "firewall -ufw", 10, alternatives=["open a port"])
+    assert [hit["path"] for hit in fused["results"]] == ["a.md"], fused["results"]
+
+
+def test_a_file_gone_before_its_result_is_shown_is_left_out(source: Path, indexer: TextIndexer, config: ServerConfig) -> None:
+    for n in range(3):
+        write(source, f"doc{n}.md", f"# Doc {n}\n\nwombat number {n} {'x ' * n}\n")
+    indexer.scan()
+    reply, detail = searched_page(config.db_path, "wombat", 3, shown=1)
+    assert len(reply["results"]) == 3 and len(detail.bare) == 2 and not reply["results"][2]["snippet"]
+    gone = reply["results"][2]["path"]
+    (source / gone).unlink()
+    indexer.scan()
+    results = [dict(hit) for hit in reply["results"]]
+    _show_bare(config.db_path, results, [("wombat", reply, detail)])
+    assert [hit["path"] for hit in results] == [hit["path"] for hit in reply["results"][:2]]
+    assert "**wombat**" in results[1]["snippet"]
