@@ -111,11 +111,15 @@ def fused_search(
             first_error = first_error or found
             skipped.append(f"the phrasing {text[:100]!r} was not searched: {found.reason}")
         else:
-            replies.append((weight, found[0]))
-            searches.append((text, *found))
+            reply, detail = found
+            if text != query:  # its warnings are about the alternative, not the query
+                reply = {**reply, "warnings": [f"the phrasing {text[:100]!r}: {warning}" for warning in reply["warnings"]]}  # type: ignore[typeddict-item]
+            replies.append((weight, reply))
+            searches.append((text, reply, detail))
     if not replies:
         raise first_error  # type: ignore[misc]
     fused = _fused(replies, offset, limit, skipped, [detail.copies for _, _, detail in searches])
+    fused["query"] = query[:MAX_QUERY_CHARS]  # the reply answers the query, whichever phrasing was searched first
     _show_bare(db_path, fused["results"], searches)
     return fused
 

@@ -176,3 +176,14 @@ def test_a_file_gone_before_its_result_is_shown_is_left_out(source: Path, indexe
     _show_bare(config.db_path, results, [("wombat", reply, detail)])
     assert [hit["path"] for hit in results] == [hit["path"] for hit in reply["results"][:2]]
     assert "**wombat**" in results[1]["snippet"]
+
+
+def test_a_warning_about_an_alternative_names_it_and_the_reply_answers_the_query(
+    source: Path, indexer: TextIndexer, config: ServerConfig
+) -> None:
+    write(source, "a.md", "# Owls\n\nOwls hunt at night.\n")
+    indexer.scan()
+    fused = fused_search(config.db_path, "!!!", 10, alternatives=["owls -day"])
+    assert fused["query"] == "!!!" and [hit["path"] for hit in fused["results"]] == ["a.md"]
+    fused = fused_search(config.db_path, "owls", 10, alternatives=["-night"])  # excluded words only: searched for them
+    assert any(warning.startswith("the phrasing '-night': ") for warning in fused["warnings"]), fused["warnings"]
