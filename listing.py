@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 
 import database
@@ -36,9 +37,13 @@ def list_files(
     except IndexUnavailableError as exc:
         why = "nothing is indexed yet" if exc.reason == database.NOT_YET or not config.db_path.exists() else f"the index cannot be read now: {exc.reason}"
         return {"files": [], "total": 0, "has_more": False, "next_offset": None, "warnings": [why]}
-    with database.snapshot(conn):
-        total, rows = index_queries.listed_files(conn, file_condition_of(filters), limit, offset)
-        hint = case_hint(conn, filters) if total == 0 else None
+    try:
+        with database.snapshot(conn):
+            total, rows = index_queries.listed_files(conn, file_condition_of(filters), limit, offset)
+            hint = case_hint(conn, filters) if total == 0 else None
+    except sqlite3.Error as exc:  # damaged, or its disk full: say so as search does
+        database.drop_reader(config.db_path)
+        raise IndexUnavailableError(str(config.db_path), f"listing failed: {database.problem_of(exc, config.db_path)}") from exc
     files = _within_budget([_listed(config, *row) for row in rows])
     more = offset + len(files) < total
     warnings = [hint] if hint else []

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import random
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -220,3 +221,20 @@ def test_a_stale_wal_without_its_database_is_not_replayed_into_a_new_index(index
         status = server.wait_for_scan()
         assert status["indexed_files"] == len(corpus.versions), status
         assert_recovered(server, corpus, db)
+
+
+def test_the_command_line_says_a_damaged_index_is_damaged_when_listing(tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    source.mkdir()
+    for n in range(200):
+        (source / f"d{n}.md").write_text(f"# Doc {n}\n\n" + random.Random(n).randbytes(3000).hex() + "\n")
+    index = ["--source", str(source), "--index-dir", str(tmp_path / "idx")]
+    main = [sys.executable, str(Path(__file__).resolve().parent.parent / "main.py")]
+    assert subprocess.run([*main, "index", *index], capture_output=True, timeout=120).returncode == 0
+    [db] = (tmp_path / "idx").glob("*.sqlite3")
+    with db.open("r+b") as damaged:
+        damaged.seek(8192)
+        damaged.write(b"\xff" * 200_000)
+    listed = subprocess.run([*main, "list", *index], capture_output=True, text=True, timeout=120)
+    assert listed.returncode != 0 and "Traceback" not in listed.stderr, listed.stderr
+    assert "listing failed: " in listed.stderr and "malformed" in listed.stderr, listed.stderr
