@@ -371,6 +371,7 @@ class TextIndexer:
 
     def _scan(self, on_progress: Callable[[ScanProgress], None] | None) -> RefreshReply:
         self._refreshed_in_scan = set()
+        self.progress.files_done = 0  # a scan that stops before its walk processed nothing
         try:
             self._expected = {"": self._folder_to_read()}
             with reading_from(self._expected[""]):

@@ -13,6 +13,9 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
+from index_writer import IndexWriter
+from indexer import TextIndexer
+from models import ServerConfig
 from tests.conftest import MAIN_PY, write
 from tests.reliability_helpers import rel_unprivileged
 from tests.mcp_client import call, server_params, wait_for
@@ -138,3 +141,18 @@ async def test_a_mount_point_in_the_source_mounted_over_is_not_read(tmp_path: Pa
     finally:
         rel_umount(mount)
         rel_umount(mount)
+
+
+def test_a_rescan_of_a_source_gone_says_it_processed_nothing(source: Path, tmp_path: Path) -> None:
+    for n in range(5):
+        write(source, f"n{n}.md", f"# N{n}\n\nword{n}\n")
+    config = ServerConfig(source_directory=source, index_output_directory=tmp_path / "idx", scan_interval_seconds=0)
+    writer = IndexWriter(config.db_path)
+    try:
+        indexer = TextIndexer(config, writer)
+        assert indexer.scan()["files_processed"] == 5
+        source.rename(tmp_path / "gone")
+        reply = indexer.scan()
+        assert not reply["success"] and reply["files_processed"] == 0 and "cannot be opened" in reply["errors"][0], reply
+    finally:
+        writer.close()
