@@ -320,9 +320,9 @@ def test_html_tag_cut_off_by_the_end_of_input_and_stray_brackets() -> None:
 
 def test_html_100k_deep_nesting_completes() -> None:
     page = b"<div>" * 100_000 + b"<h2>deep</h2><p>down here</p>" + b"</div>" * 100_000
-    started = time.monotonic()
+    started = time.process_time()  # CPU: what another process does to the machine does not count
     extracted = read("deep.html", page)
-    assert time.monotonic() - started < 5
+    assert time.process_time() - started < 5
     assert extracted.text == "deep\n\ndown here"
     assert heading_lines(extracted) == [(2, "deep")]
 
@@ -331,17 +331,17 @@ def test_html_100k_deep_nesting_completes() -> None:
 def test_html_hostile_repetitions_take_linear_time(unit: str) -> None:
     # html.parser.HTMLParser needs minutes for 40,000 of the first of these.
     page = (unit * 100_000).encode()
-    started = time.monotonic()
+    started = time.process_time()  # CPU: what another process does to the machine does not count
     extract("hostile.html", page)
-    assert time.monotonic() - started < 3
+    assert time.process_time() - started < 3
 
 
 def test_html_1mb_page_extracts_quickly() -> None:
     paragraph = "<div class='c'><h2 id='x'>Section title</h2><p>" + " ".join(f"<a href='/{i}'>word{i}</a> plain text" for i in range(40)) + "</p></div>\n"
     page = ("<html><body>" + paragraph * (1_000_000 // len(paragraph))).encode()
-    started = time.monotonic()
+    started = time.process_time()  # CPU: what another process does to the machine does not count
     extracted = read("big.html", page)
-    assert time.monotonic() - started < 1.5
+    assert time.process_time() - started < 1.5
     assert len(extracted.headings) == 1_000_000 // len(paragraph)
 
 
@@ -604,9 +604,9 @@ def test_zip_bomb_member_is_refused_without_inflating_it() -> None:
         zeros = bytes(1 << 20)
         for _ in range(300):
             member.write(zeros)
-    started = time.monotonic()
+    started = time.process_time()  # CPU: what another process does to the machine does not count
     error = skipped("bomb.docx", buffer.getvalue())
-    assert time.monotonic() - started < 1
+    assert time.process_time() - started < 1
     assert error.reason == "too_large" and "200 times" in error.detail
 
 
@@ -621,9 +621,9 @@ def test_zip_header_lying_about_sizes_is_caught() -> None:
 def test_billion_laughs_is_refused_quickly() -> None:
     entities = '<!ENTITY lol0 "lol">' + "".join(f'<!ENTITY lol{i} "{"&lol%d;" % (i - 1) * 10}">' for i in range(1, 10))
     document = f'<?xml version="1.0"?><!DOCTYPE w:document [{entities}]><w:document {W_NS}><w:body><w:p><w:r><w:t>&lol9;</w:t></w:r></w:p></w:body></w:document>'
-    started = time.monotonic()
+    started = time.process_time()  # CPU: what another process does to the machine does not count
     error = skipped("lol.docx", zip_bytes({"word/document.xml": document}))
-    assert time.monotonic() - started < 1
+    assert time.process_time() - started < 1
     assert error.reason == "malformed" and "document type" in error.detail
 
 

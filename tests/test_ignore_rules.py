@@ -261,9 +261,9 @@ def test_many_wildcard_rules_stay_fast(source: Path, tmp_path: Path) -> None:
     for i in range(0, 10_000, 40):
         write(source, f"d{i % 7}/f{i}x{i:05d}.md", "x")
     write(source, "kept.md", "x")
-    started = time.monotonic()
+    started = time.process_time()  # CPU: what another process does to the machine does not count
     found, skipped = walk_verdict(source, every_file_filter(tmp_path))
-    assert time.monotonic() - started < 10
+    assert time.process_time() - started < 10
     assert "kept.md" in found and len(skipped) == 250
 
 
@@ -465,9 +465,9 @@ def test_a_50_mb_gitignore_is_read_up_to_its_bound(source: Path, tmp_path: Path)
         out.write(b"last.md\n")
     for rel in ("first.md", "last.md", "other.md"):
         write(source, rel, "x")
-    started = time.monotonic()
+    started = time.process_time()  # CPU: what another process does to the machine does not count
     found, skipped = walk_verdict(source, every_file_filter(tmp_path))
-    assert time.monotonic() - started < 20
+    assert time.process_time() - started < 20
     assert skipped.get("first.md") == "ignored" and {"last.md", "other.md"} <= found
 
 
@@ -479,9 +479,9 @@ def test_invalid_utf8_and_pathological_patterns(source: Path, tmp_path: Path) ->
     deep = "/".join(["a" * 20] * 10)
     write(source, f"{deep}/{long_name}", "x")
     write(source, f"{deep}/{'a' * 200}b", "x")
-    started = time.monotonic()
+    started = time.process_time()  # CPU: what another process does to the machine does not count
     found, skipped = walk_verdict(source, every_file_filter(tmp_path))
-    assert time.monotonic() - started < 5
+    assert time.process_time() - started < 5
     assert f"{deep}/{long_name}" in found and skipped[f"{deep}/{'a' * 200}b"] == "ignored"
     assert "x.md" in found and latin1_name not in found
     rule = compile_rule("**/**/**/**/**/**/*a*a*a*a*a*a*a*a*b")
