@@ -45,7 +45,7 @@ What each figure means (the steps, in order; --steps runs some of them):
   QUIET_WAIT_S for the 1-minute load to fall to QUIET_LOAD), then again while two child
   processes spin (both cores busy; killed afterwards). How many give the same top 10 (paths in
   order, each hit's heading and lines) both times, and both lists of any that do not; each
-  pass's load and CPU busy share (/proc/stat) and seconds. What a question ranks is planned from
+  pass's load, share of CPU time busy (/proc/stat; and the part of it the searches took) and seconds. What a question ranks is planned from
   the index's statistics (query.fit_question), never from the clock: all should be the same.
 
 Every step's own duration is reported too. Prints a Markdown table; --json writes everything.
@@ -544,11 +544,14 @@ def _top10(db_path: Path, question: str) -> dict:
 
 
 def _stability_pass(db_path: Path, questions: list[str]) -> dict:
-    load, cpu, start = bench_run.load(), _cpu_times(), time.perf_counter()
+    """Each question's _top10; the pass's seconds, load, and share of the machine's CPU time busy
+    (all processes) and spent by this one (the searches)."""
+    load, cpu, own, start = bench_run.load(), _cpu_times(), os.times(), time.perf_counter()
     replies = [_top10(db_path, question) for question in questions]
     busy, total = (now - then for now, then in zip(_cpu_times(), cpu))
-    return {"s": round(time.perf_counter() - start, 1), "load_start": load, "load_end": bench_run.load(),
-            "cpu_busy_share": round(busy / max(total, 1), 2), "replies": replies}
+    wall, own_s = time.perf_counter() - start, sum(os.times()[:2]) - sum(own[:2])
+    return {"s": round(wall, 1), "load_start": load, "load_end": bench_run.load(), "cpu_busy_share": round(busy / max(total, 1), 2),
+            "own_cpu_share": round(own_s / (wall * (os.cpu_count() or 1)), 2), "replies": replies}
 
 
 @contextlib.contextmanager
@@ -681,8 +684,9 @@ def table(r: dict) -> Iterator[str]:
         idle, busy = st["idle"], st["busy"]
         yield (f"| same top 10, idle vs {busy['spinners']} cores kept busy ({st['questions']} questions) | |"
                f" **{st['identical']} of {st['questions']}** | | idle: load {idle['load_start']} -> {idle['load_end']},"
-               f" CPU {idle['cpu_busy_share']:.0%} busy, {idle['s']} s; busy: load {busy['load_start']} -> {busy['load_end']},"
-               f" CPU {busy['cpu_busy_share']:.0%} busy, {busy['s']} s |")
+               f" CPU {idle['cpu_busy_share']:.0%} busy ({idle['own_cpu_share']:.0%} the searches), {idle['s']} s;"
+               f" busy: load {busy['load_start']} -> {busy['load_end']},"
+               f" CPU {busy['cpu_busy_share']:.0%} busy ({busy['own_cpu_share']:.0%} the searches), {busy['s']} s |")
         for d in st["differ"]:
             yield f"| differs: `{d['question']}` | | idle {d['idle']} | | busy {d['busy']} |"
     yield ""
