@@ -39,6 +39,14 @@ What each figure means (the steps, in order; --steps runs some of them):
   --repeat times each; then the same kinds over MCP stdio through a server (p50/p99), and how
   long after a write refresh_index makes a changed file searchable. With --repeat 10, p99 is the
   worst sample.
+- stability: STABILITY_QUESTIONS questions of 6 to 10 words (a lead such as "how do I" and a run
+  of words from a line of a file of the corpus, both picked with --seed: any corpus works), each
+  through search.search() at limit 10, first with the machine as idle as it gets (after up to
+  QUIET_WAIT_S for the 1-minute load to fall to QUIET_LOAD), then again while two child
+  processes spin (both cores busy; killed afterwards). How many give the same top 10 (paths in
+  order, each hit's heading and lines) both times, and both lists of any that do not; each
+  pass's load, share of CPU time busy (/proc/stat; and the part of it the searches took) and seconds. What a question ranks is planned from
+  the index's statistics (query.fit_question), never from the clock: all should be the same.
 
 Every step's own duration is reported too. Prints a Markdown table; --json writes everything.
 """
@@ -47,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -71,9 +80,11 @@ import run as bench_run  # noqa: E402
 import markup  # noqa: E402
 from file_utils import IGNORED_DIRECTORIES  # noqa: E402
 from models import ServerConfig  # noqa: E402
+from query import STOPWORDS  # noqa: E402
+from search import search  # noqa: E402
 
 MAIN = str(REPO / "main.py")
-STEPS = ("build", "index", "rescan", "initialize", "watching", "queries")
+STEPS = ("build", "index", "rescan", "initialize", "watching", "queries", "stability")
 #: Changes whenever the same arguments would build other bytes: a corpus of another is built again.
 CORPUS_VERSION = 1
 MAX_WATCHES = Path("/proc/sys/fs/inotify/max_user_watches")
@@ -479,6 +490,105 @@ def measure_queries(corpus: Path, index_dir: Path, floor_db: Path, work: Path, r
     return {"kinds": measured, "changed_file": mcp["changed_file"]}
 
 
+#: The stability step: how many questions, how they start, and how idle the machine is waited for.
+STABILITY_QUESTIONS = 50
+LEADS = ("how do I", "how to", "what is", "why does", "where is", "can I", "what happens when")
+QUIET_LOAD = 1.0
+QUIET_WAIT_S = 120.0
+SPINNERS = 2
+
+
+def stability_questions(corpus: Path, seed: int, count: int = STABILITY_QUESTIONS) -> list[str]:
+    """``count`` different questions of 6 to 10 words: a lead of LEADS and a run of words (letters
+    only) of one line of a file of the corpus; lead, file, line and run picked with ``seed``."""
+    rng = random.Random(f"{seed}/stability")
+    paths = sorted(rel for rel, _ in bench_run.floor.walk(str(corpus)) if rel.lower().endswith(bench_run.floor.INCLUDED))
+    questions: list[str] = []
+    for _ in range(count * 50):
+        if len(questions) == count or not paths:
+            break
+        text = (corpus / rng.choice(paths)).read_text(encoding="utf-8", errors="replace")
+        lead = rng.choice(LEADS).split()
+        size = rng.randint(6, 10) - len(lead)
+        lines = [words for words in ([w.lower() for w in bench_run._WORD.findall(line)] for line in text.splitlines())
+                 if len(words) >= size and all(w.isalpha() and len(w) <= 15 for w in words)]
+        if not lines:
+            continue
+        words = rng.choice(lines)
+        start = rng.randrange(len(words) - size + 1)
+        run_of = words[start:start + size]
+        question = " ".join(lead + run_of) + "?"
+        if sum(w not in STOPWORDS and len(w) >= 3 for w in run_of) >= 2 and question not in questions:
+            questions.append(question)
+    return questions
+
+
+def _cpu_times() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs so far (/proc/stat)."""
+    with open("/proc/stat") as handle:
+        fields = [int(x) for x in handle.readline().split()[1:]]
+    return sum(fields) - fields[3] - fields[4], sum(fields)
+
+
+def _top10(db_path: Path, question: str) -> dict:
+    """A question's top 10 as [path, heading, line_start, line_end] (or the error it raised), and
+    how it was read (files matched, warnings, the words searched and the feedback words)."""
+    try:
+        reply = search(db_path, question, 10)
+    except Exception as exc:  # noqa: BLE001 - a search stopped at its deadline is a difference to show
+        return {"top": f"{type(exc).__name__}: {exc}", "read": None}
+    top = [[hit["path"], hit.get("heading", ""), hit["line_start"], hit["line_end"]] for hit in reply["results"]]
+    read = {"files_matched": reply["files_matched"], "warnings": reply["warnings"],
+            "optional": reply["query_read"]["optional"], "feedback": reply["query_read"]["feedback"]}
+    return {"top": top, "read": read}
+
+
+def _stability_pass(db_path: Path, questions: list[str]) -> dict:
+    """Each question's _top10; the pass's seconds, load, and share of the machine's CPU time busy
+    (all processes) and spent by this one (the searches)."""
+    load, cpu, own, start = bench_run.load(), _cpu_times(), os.times(), time.perf_counter()
+    replies = [_top10(db_path, question) for question in questions]
+    busy, total = (now - then for now, then in zip(_cpu_times(), cpu))
+    wall, own_s = time.perf_counter() - start, sum(os.times()[:2]) - sum(own[:2])
+    return {"s": round(wall, 1), "load_start": load, "load_end": bench_run.load(), "cpu_busy_share": round(busy / max(total, 1), 2),
+            "own_cpu_share": round(own_s / (wall * (os.cpu_count() or 1)), 2), "replies": replies}
+
+
+@contextlib.contextmanager
+def spinning(processes: int = SPINNERS) -> Iterator[None]:
+    """``processes`` child processes spinning on a core each until the block ends (then killed)."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        time.sleep(2.0)  # running before the first question
+        yield
+    finally:
+        for proc in spinners:
+            proc.kill()
+            proc.wait()
+
+
+def measure_stability(corpus: Path, db_path: Path, seed: int) -> dict:
+    """The same questions' top 10 on an idle machine and on one with every core busy."""
+    questions = stability_questions(corpus, seed)
+    waited = time.perf_counter()
+    while os.getloadavg()[0] > QUIET_LOAD and time.perf_counter() - waited < QUIET_WAIT_S:
+        time.sleep(5.0)
+    waited = round(time.perf_counter() - waited)
+    idle = _stability_pass(db_path, questions)
+    with spinning():
+        busy = _stability_pass(db_path, questions)
+    differ, read_differ, replies = [], [], []
+    for question, a, b in zip(questions, idle.pop("replies"), busy.pop("replies")):
+        replies.append({"question": question, **a})
+        if a["top"] != b["top"]:
+            differ.append({"question": question, "idle": a["top"], "busy": b["top"], "idle_read": a["read"], "busy_read": b["read"]})
+        elif a["read"] != b["read"]:
+            read_differ.append({"question": question, "idle_read": a["read"], "busy_read": b["read"]})
+    return {"questions": len(questions), "identical": len(questions) - len(differ), "waited_for_quiet_s": waited,
+            "idle": idle, "busy": {**busy, "spinners": SPINNERS}, "differ": differ, "read_differs": read_differ,
+            "replies_idle": replies}
+
+
 def timed_step(name: str, report: dict, fn: Callable[[], dict]) -> None:
     """Run one step; its result and duration go into the report (printed as it goes)."""
     start = time.perf_counter()
@@ -517,6 +627,8 @@ def run(out: Path, files: int, seed: int, ps: Path, collections: Path, repeat: i
         timed_step("watching", report, lambda: measure_watching(corpus, index_dir, work, lower_limit))
     if "queries" in steps:
         timed_step("queries", report, lambda: measure_queries(corpus, index_dir, floor_db, work, repeat))
+    if "stability" in steps:
+        timed_step("stability", report, lambda: measure_stability(corpus, config.db_path, seed))
     return report
 
 
@@ -567,6 +679,16 @@ def table(r: dict) -> Iterator[str]:
                    f" **{q['p50_ratio']:.2f}x** | MCP {m.get('p50')} / {m.get('p99')} ms; {q['files_matched']:,} files matched |")
         c = r["queries"]["changed_file"]
         yield f"| changed file searchable (refresh_index + search, MCP) | | {c['median_ms']} ms median, {c['max_ms']} max | | |"
+    if "stability" in r:
+        st = r["stability"]
+        idle, busy = st["idle"], st["busy"]
+        yield (f"| same top 10, idle vs {busy['spinners']} cores kept busy ({st['questions']} questions) | |"
+               f" **{st['identical']} of {st['questions']}** | | idle: load {idle['load_start']} -> {idle['load_end']},"
+               f" CPU {idle['cpu_busy_share']:.0%} busy ({idle['own_cpu_share']:.0%} the searches), {idle['s']} s;"
+               f" busy: load {busy['load_start']} -> {busy['load_end']},"
+               f" CPU {busy['cpu_busy_share']:.0%} busy ({busy['own_cpu_share']:.0%} the searches), {busy['s']} s |")
+        for d in st["differ"]:
+            yield f"| differs: `{d['question']}` | | idle {d['idle']} | | busy {d['busy']} |"
     yield ""
     yield "| step | seconds | load at start -> end |"
     yield "|---|---|---|"
