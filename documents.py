@@ -150,7 +150,8 @@ def document_part(
             raise ArgumentError(name, f"lines are numbered from 1; got {number}")
     if heading:
         entry = _heading_named(document, heading, start_line)
-        first = entry["line_start"] if start_line is None else start_line
+        inside = start_line is not None and entry["line_start"] <= start_line <= entry["line_end"]
+        first = start_line if inside else entry["line_start"]
         last = entry["line_end"] if end_line is None else min(end_line, entry["line_end"])
     else:
         first = 1 if start_line is None else start_line
@@ -279,9 +280,11 @@ def _heading_named(document: Document, heading: str, line: int | None = None) ->
         chosen = [found[nth - 1]]
     if line is not None:
         holding = [entry for entry in chosen if entry["line_start"] <= line <= entry["line_end"]]
-        if not holding:
-            raise ArgumentError("start_line", f"start_line {line} is in no section named {wanted[:200]!r}: {_occurrences(base, found)}")
-        return holding[-1]  # of nested ones holding the line, the innermost
+        if holding:
+            return holding[-1]  # of nested ones holding the line, the innermost
+        # A search hit's lines may start at the headings over its own (a page title with no text
+        # of its own goes with the span after it): the occurrence nearest the line is meant.
+        return min(chosen, key=lambda entry: max(entry["line_start"] - line, line - entry["line_end"]))
     if len(chosen) > 1:
         raise ArgumentError(
             "heading", f"{len(found)} headings of {document.path} are named {base[:200]!r}: {_occurrences(base, found)};"

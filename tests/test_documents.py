@@ -61,3 +61,13 @@ def test_bad_ranges_name_the_argument(source: Path, config: ServerConfig, argume
 def test_a_name_with_the_index_suffix_outside_the_index_directory_is_readable(source: Path, config: ServerConfig) -> None:
     write(source, "backup.sqlite3.md", "# Backup\n\nnotes about a backup\n")
     assert document_reply(config, "backup.sqlite3.md")["title"] == "Backup"
+
+
+def test_a_search_hits_heading_and_first_line_read_its_section(indexer: TextIndexer, config: ServerConfig) -> None:
+    # The page title has no text of its own: the hit's lines start at it, the section two lines on.
+    write(config.source_directory, "about.md", "# about_Signing\n\n## Short description\n\nExplains how to sign scripts.\n\n## Long\n\nOther text.\n")
+    indexer.scan()
+    [hit] = search(config.db_path, "sign scripts")["results"]
+    assert hit["line_start"] == 1 and hit["heading"] == "about_Signing > Short description", hit
+    document = document_reply(config, "about.md", heading=hit["heading"], start_line=hit["line_start"])
+    assert document["text"] == "## Short description\n\nExplains how to sign scripts.\n"
