@@ -283,8 +283,13 @@ def _heading_named(document: Document, heading: str, line: int | None = None) ->
         if holding:
             return holding[-1]  # of nested ones holding the line, the innermost
         # A search hit's lines may start at the headings over its own (a page title with no text
-        # of its own goes with the span after it): the occurrence nearest the line is meant.
-        return min(chosen, key=lambda entry: max(entry["line_start"] - line, line - entry["line_end"]))
+        # of its own goes with the span after it): only headings and blank lines lie between.
+        headed = {entry["line_start"] for entry in document.outline}
+        below = [entry for entry in chosen if line < entry["line_start"] and all(
+            number in headed or not document.lines[number - 1].strip() for number in range(line, entry["line_start"]))]
+        if not below:
+            raise ArgumentError("start_line", f"start_line {line} is in no section named {wanted[:200]!r}: {_occurrences(base, found)}")
+        return below[0]
     if len(chosen) > 1:
         raise ArgumentError(
             "heading", f"{len(found)} headings of {document.path} are named {base[:200]!r}: {_occurrences(base, found)};"
