@@ -134,7 +134,7 @@ def _show_bare(db_path: Path, results: list[SearchHit], searches: list[tuple[str
     """Show the ``results`` each phrasing ranked below the places it showed (searched_page's bare
     results) as that phrasing shows them (search.show_sections): a file several phrasings agree on
     deep in their lists gets the span that answers and its snippet. One pass per phrasing, on the
-    phrasings' threads; a section gone meanwhile stays bare."""
+    phrasings' threads; a result whose section left the index meanwhile is left out."""
     wanted: dict[int, dict[str, int]] = {}
     for hit in results:
         places = [(place, number) for number, (_, reply, _) in enumerate(searches)
