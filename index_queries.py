@@ -451,21 +451,22 @@ def _ascii_lower(text: str) -> str:
 
 def load_sections(conn: sqlite3.Connection, rowids: Sequence[int], text: bool = True) -> dict[int, dict[str, object]]:
     """Location and said key of the given sections, with their file's path, title, sketch (copies.py)
-    and what a rescan compares (``signature``, see models.Signature), and their ``body`` if
-    ``text``; in the order given (callers break ties by it)."""
+    and what a rescan compares (``signature``, see models.Signature), whether the file is this one
+    section without a heading (``headless``), and their ``body`` if ``text``; in the order given
+    (callers break ties by it)."""
     rows = conn.execute(
         f"SELECT s.id, s.start_line, s.end_line, s.heading, {'s.body' if text else 'NULL'}, s.said, f.path, f.title, f.sketch,"
-        f" f.mtime_ns, f.size, f.inode, f.ctime_ns, f.tags FROM sections AS s JOIN files AS f ON f.id = s.id >> {SECTION_BITS}"
-        " WHERE s.id IN (SELECT value FROM json_each(?))",
+        " f.mtime_ns, f.size, f.inode, f.ctime_ns, f.tags, f.section_count = 1 AND s.outline = '[]'"
+        f" FROM sections AS s JOIN files AS f ON f.id = s.id >> {SECTION_BITS} WHERE s.id IN (SELECT value FROM json_each(?))",
         (json.dumps(list(rowids)),),
     )
     found = {
         rowid: {
             "start_line": start, "end_line": end, "heading": heading, "said": said, "path": path, "title": title, "sketch": sketch,
             "mtime_ns": mtime_ns, "signature": (path, mtime_ns, size, inode, ctime_ns), "tags": stored_tags(tags),
-            **({"body": decompress(body)} if text else {}),
+            "headless": bool(headless), **({"body": decompress(body)} if text else {}),
         }
-        for rowid, start, end, heading, body, said, path, title, sketch, mtime_ns, size, inode, ctime_ns, tags in rows
+        for rowid, start, end, heading, body, said, path, title, sketch, mtime_ns, size, inode, ctime_ns, tags, headless in rows
     }
     return {rowid: found[rowid] for rowid in rowids if rowid in found}
 

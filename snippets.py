@@ -100,7 +100,9 @@ def answering_spans(conn: sqlite3.Connection, highlights: Sequence[Sequence[str]
     words = list(dict.fromkeys(part for parts in highlights for part in parts))
     spans: dict[int, list[HeadingSpan]] = {}
     rows_of: dict[int, list[tuple[int, int, int, str, list]]] = {}
-    for rowid, _ in list(sections.items())[:MAX_ANSWERING_HITS] if words else ():
+    for rowid, section in list(sections.items())[:MAX_ANSWERING_HITS] if words else ():
+        if section.get("headless"):
+            continue  # the file is this one section, with no heading: no span to name
         rows = index_queries.file_sections(conn, rowid, MAX_FILE_SECTIONS // 2, MAX_FILE_SECTIONS)
         found = heading_spans([(start, end, visible_text(body), _visible_outline(outline)) for _, start, end, body, outline in rows])
         if found:

@@ -348,3 +348,17 @@ def test_a_damaged_outline_is_reported_as_damage_like_a_damaged_body(config: Ser
     damaged.close()
     with pytest.raises(IndexUnavailableError, match="damaged"):
         search(config.db_path, "zqsharedqz", 10)
+
+
+def test_only_a_file_of_one_section_without_headings_skips_the_answering_span(indexer: TextIndexer, config: ServerConfig) -> None:
+    source = config.source_directory
+    (source / "plain.txt").write_text("A plain note about the quokka.\n")
+    (source / "headed.md").write_text("# Quokka\n\nThe quokka lives on an island.\n")
+    (source / "long.md").write_text("Quokka first.\n\n" + "\n\n".join(f"Filler paragraph {n} of the page." for n in range(900)) + "\n\n# Later\n\nMore.\n")
+    indexer.scan()
+    conn = database.reader(config.db_path)
+    with database.snapshot(conn):
+        firsts = [rowid for (rowid,) in conn.execute("SELECT id FROM sections") if not rowid & ((1 << database.SECTION_BITS) - 1)]
+        loaded = index_queries.load_sections(conn, firsts)
+    headless = {str(section["path"]): section["headless"] for section in loaded.values()}
+    assert headless == {"plain.txt": True, "headed.md": False, "long.md": False}
