@@ -404,9 +404,15 @@ def stored_file(conn: sqlite3.Connection, path: str) -> StoredFile | None:
     return StoredFile(*row) if row else None
 
 
-def paths_of(conn: sqlite3.Connection, file_ids: Iterable[int]) -> dict[int, str]:
-    """The paths (index keys) of the files ``file_ids`` that are indexed."""
-    rows = conn.execute("SELECT id, path FROM files WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(list(file_ids)),))
+def paths_holding(conn: sqlite3.Connection, file_ids: Iterable[int], words: Sequence[str]) -> dict[int, str]:
+    """The paths (index keys) of the files ``file_ids`` whose path holds one of ``words`` (ASCII
+    letters in any case, as LIKE compares them): the few worth a closer look, without handing every
+    ranked file's path to Python."""
+    holding = " OR ".join(["path LIKE ?"] * len(words))
+    rows = conn.execute(
+        f"SELECT id, path FROM files WHERE id IN (SELECT value FROM json_each(?)) AND ({holding})",
+        (json.dumps(list(file_ids)), *(f"%{word}%" for word in words)),
+    )
     return dict(rows.fetchall())
 
 

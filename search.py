@@ -572,6 +572,8 @@ _TEST_PATH = re.compile(
     r"(?:^|/)(?:tests?|__tests__|testing|specs?)/|(?:^|/)(?:test_[^/]*|conftest\.py|[^/]*(?:_test|_spec|Tests?)\.\w+"
     r"|[^/]*\.(?:test|spec)\.\w+)$",
 )
+#: Every path _TEST_PATH finds holds one of these (in any case).
+_TEST_PATH_WORDS = ("test", "spec")
 _ASKS_FOR_TESTS = frozenset({"test", "tests", "testing", "tested", "spec", "specs", "unittest", "pytest", "conftest"})
 
 
@@ -579,7 +581,7 @@ def tests_below(conn: sqlite3.Connection, query: str, ranked: list[tuple[int, fl
     """``ranked`` with test files' scores scaled by TEST_FILE_SHARE, unless the query asks for tests."""
     if not ranked or _ASKS_FOR_TESTS.intersection(word.lower() for word in _WORD.findall(query[:MAX_QUERY_CHARS])):
         return ranked
-    paths = index_queries.paths_of(conn, {database.file_id_of(rowid) for rowid, _ in ranked})
+    paths = index_queries.paths_holding(conn, {database.file_id_of(rowid) for rowid, _ in ranked}, _TEST_PATH_WORDS)
     tests = {file_id for file_id, path in paths.items() if _TEST_PATH.search(path)}
     if not tests:
         return ranked

@@ -10,12 +10,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import code_outline
 from documents import MAX_OUTLINE_HEADINGS, document_reply
 from index_writer import IndexWriter
 from indexer import TextIndexer
 from models import ServerConfig
+import search as search_module
 from search import search
 from sections import sections, text_content
 from tests.conftest import write
@@ -291,6 +294,14 @@ def test_test_files_rank_below_the_code_they_test_unless_asked_for(code_config: 
     scanned(code_config)
     assert [hit["path"] for hit in search(code_config.db_path, "drain pool", 5)["results"]][0] == "src/pool.py"
     assert [hit["path"] for hit in search(code_config.db_path, "drain pool tests", 5)["results"]][0] != "src/pool.py"
+
+
+@given(st.lists(st.sampled_from(["tests", "Tests", "__tests__", "testing", "spec", "specs", "test_x", "conftest", "x_test", "XTests",
+                                  "a.test", "b.spec", "src", "lib", "x", "_", ".", "py", "js", "Te", "st", "SPEC"]), min_size=1, max_size=5))
+def test_every_test_path_holds_a_word_the_index_looks_for(pieces: list[str]) -> None:
+    path = "/".join(pieces[:-1] + ["".join(pieces[-2:]) + ".py"])
+    if search_module._TEST_PATH.search(path):
+        assert any(word in path.lower() for word in search_module._TEST_PATH_WORDS), path
 
 
 def test_getters_and_setters_are_told_apart() -> None:
