@@ -537,21 +537,71 @@ def sections_matching(conn: sqlite3.Connection, parts: Sequence[str], ranges: Se
 
 def matching_texts(conn: sqlite3.Connection, texts: Mapping[int, tuple[str, str]], parts: Sequence[str]) -> list[tuple[set[int], set[int]]]:
     """For each of ``parts`` (FTS5 expressions), which of the (heading, text) ``texts`` it matches:
-    (in the text or the heading, in the heading), computed in the temporary FTS5 table."""
+    (in the text or the heading, in the heading), computed in the temporary FTS5 table.
+
+    The texts are read first without the words inside their identifiers (finding those is most of
+    the work); only a text a part did not match and that holds what the words the part matches
+    hold (_word_pieces) is read again with them, as the index reads it (database.indexed_text).
+    Every text is read with them at once if a part's piece is shorter than MIN_PIECE_CHARS."""
+    pieces = _word_pieces(parts)
+    if min(map(len, pieces), default=0) < MIN_PIECE_CHARS:
+        return _matched(conn, {number: (indexed_text(heading), indexed_text(text)) for number, (heading, text) in texts.items()}, parts)
+    plain = {number: (indexed_text(heading), fts_text(text)) for number, (heading, text) in texts.items()}
+    found = _matched(conn, plain, parts)
+    lowered: dict[int, str] = {}
+    again: set[int] = set()
+    for (anywhere, _), piece in zip(found, pieces):
+        for number, (_, text) in texts.items():
+            if text and number not in anywhere and number not in again:
+                low = lowered.setdefault(number, text.lower())
+                if piece in low or not low.isascii():
+                    again.add(number)
+    if again:
+        whole = _matched(conn, {number: (plain[number][0], indexed_text(texts[number][1])) for number in again}, parts)
+        for (anywhere, _), (more, _) in zip(found, whole):
+            anywhere |= more
+    return found
+
+
+def _matched(conn: sqlite3.Connection, texts: Mapping[int, tuple[str, str]], parts: Sequence[str]) -> list[tuple[set[int], set[int]]]:
+    """matching_texts of (heading, text) ``texts`` as FTS5 is to be given them."""
     found: list[tuple[set[int], set[int]]] = []
     # A table of its own, without content: it only answers which rows match, and emptying it
     # ('delete-all') costs nothing, where deleting rows with content tokenizes them again.
     with snapshot(conn):
         conn.execute("INSERT INTO temp.span_fts (span_fts) VALUES ('delete-all')")
-        conn.executemany(
-            "INSERT INTO temp.span_fts (rowid, heading, body) VALUES (?, ?, ?)",
-            [(rowid, indexed_text(heading), indexed_text(text) if text else "") for rowid, (heading, text) in texts.items()],
-        )
+        conn.executemany("INSERT INTO temp.span_fts (rowid, heading, body) VALUES (?, ?, ?)", [(n, *text) for n, text in texts.items()])
         for part in parts:
             anywhere = conn.execute("SELECT rowid FROM temp.span_fts WHERE span_fts MATCH ?", (f"{{heading body}} : {part}",))
             headed = conn.execute("SELECT rowid FROM temp.span_fts WHERE span_fts MATCH ?", (f"heading : {part}",))
             found.append(({rowid for (rowid,) in anywhere}, {rowid for (rowid,) in headed}))
     return found
+
+
+#: The index's stemmer (porter) changes at most a word's last letter it keeps ("happy" -> "happi",
+#: "relational" -> "relate", "probability" -> "probabl"): a word starts with its stem less its last
+#: STEM_CHANGES letters (1.4 million words and endings checked; tests/test_fast_paths.py).
+STEM_CHANGES = 1
+#: A shorter piece of a word is in nearly every text: reading texts twice would cost more.
+MIN_PIECE_CHARS = 3
+#: One FTS5 string, a word or a phrase, or a prefix* term: the parts query.quote makes.
+_ONE_STRING = re.compile(r'"(?:[^"]|"")*"\*?')
+
+
+def _word_pieces(parts: Sequence[str]) -> list[str]:
+    """For each of ``parts`` (FTS5 expressions), what every word its longest word matches holds, in
+    lower case: that word up to STEM_CHANGES letters before the end of its stem (or of itself, if
+    shorter: a prefix* term). A text that does not hold it cannot match the part, with or without
+    the words inside its identifiers (which are pieces of its words). "" for a part that is not one
+    string (``a OR b`` may match by either)."""
+    read = query_words(parts)
+    spelled = iter(stems([word for words in read for word in words]))
+    pieces = []
+    for part, words in zip(parts, read):
+        own = [next(spelled) for _ in words]
+        longest = max((word[:max(0, min(len(word), len(stem)) - STEM_CHANGES)] for word, stem in zip(words, own)), key=len, default="")
+        pieces.append(longest if _ONE_STRING.fullmatch(part) else "")
+    return pieces
 
 
 def score_question(conn: sqlite3.Connection, match: str, weights: Sequence[float], scope: Scope = EVERY_FILE) -> None:

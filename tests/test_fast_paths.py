@@ -1,7 +1,8 @@
 """Fast paths that must give exactly what the code they replaced gave, and the bounds they keep.
 
 Near-copy folding (copies.Leaders.near, copies._similarity) against the logic it replaced, copied
-here; matching_texts' contentless temp table against the contentful one it replaced; the read-ahead
+here; matching_texts' contentless temp table against the contentful one it replaced, and its texts read
+without identifier parts first against every text read whole; the read-ahead
 budget of loader processes when the writer's process loads the first chunk; per-file tags replaced
 and removed; a damaged stored outline reported like a damaged body; identifier_parts against the
 word-by-word reading it replaced, copied here."""
@@ -156,6 +157,51 @@ def test_span_matches_are_the_same_on_random_texts(texts: list[tuple[str, str]],
     conn = _temp_tables()
     given_texts = dict(enumerate(texts))
     assert index_queries.matching_texts(conn, given_texts, parts) == _old_matching_texts(conn, given_texts, parts)
+
+
+_ENDINGS = ["", "s", "es", "ies", "ied", "ed", "ing", "eed", "y", "ly", "ably", "ibly", "ability", "ibility", "ization", "ational",
+            "iveness", "fulness", "ousness", "ically", "ities", "encies", "ancies", "ator", "alism", "iviti", "biliti", "ement", "ize"]
+
+
+def test_a_word_starts_with_its_stem_but_for_the_letters_the_stemmer_changes() -> None:
+    bases = ["happ", "relat", "condit", "organ", "valen", "oper", "activ", "stab", "possib", "prob", "sens", "mob", "gener", "cert",
+             "agre", "hop", "fil", "confl", "troub", "siz", "fe", "a", "ab", "abl", "xyz", "run", "instal", "remot", "sign"]
+    words = [base + ending for base in bases for ending in _ENDINGS]
+    for word, stem in zip(words, index_queries.stems(words)):
+        assert word.startswith(stem[:max(0, len(stem) - index_queries.STEM_CHANGES)]), (word, stem)
+
+
+_identifier_word = st.sampled_from([
+    "RemoteSigned", "remoting", "signed", "parseQueryString", "query", "strings", "HTTPAdapter", "adapters", "getChildItem",
+    "children", "naïve", "Naive", "happyPath", "happiness", "x1Y2", "Über", "run", "Runs",
+])
+_one_string = st.one_of(
+    _identifier_word.map(lambda w: f'"{w.lower()}"'),
+    st.sampled_from(["remot", "sign", "pars", "adapt", "chil", "happi", "hap", "nai"]).map(lambda w: f'"{w}"*'),
+    st.lists(st.sampled_from(["remote", "signed", "parse", "query", "string", "http", "adapter", "child", "item", "happy", "path"]),
+             min_size=2, max_size=3).map(lambda ws: '"' + " ".join(ws) + '"'),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    texts=st.lists(st.tuples(st.lists(_identifier_word, max_size=3).map(" ".join), st.lists(_identifier_word, max_size=10).map(" ".join)), max_size=8),
+    parts=st.lists(_one_string, min_size=1, max_size=4),
+)
+def test_texts_read_without_identifier_parts_first_match_as_read_whole(texts: list[tuple[str, str]], parts: list[str]) -> None:
+    """matching_texts reads a text with the words inside its identifiers only when a part did not
+    match it and it holds the part's piece: the same matches as reading every text whole."""
+    conn = _temp_tables()
+    given_texts = dict(enumerate(texts))
+    assert index_queries.matching_texts(conn, given_texts, parts) == _old_matching_texts(conn, given_texts, parts)
+
+
+def test_a_word_found_only_inside_an_identifier_is_found() -> None:
+    conn = _temp_tables()
+    texts = {0: ("Policies", "Set it to RemoteSigned first."), 1: ("Other", "nothing here"), 2: ("", "parseQueryString(url)")}
+    assert index_queries.matching_texts(conn, texts, ['"remote"', '"signed"', '"query string"', '"pars"*']) == [
+        ({0}, set()), ({0}, set()), ({2}, set()), ({2}, set()),
+    ]
 
 
 def test_span_table_holds_nothing_from_an_earlier_or_failed_call_nor_inside_one_snapshot() -> None:
