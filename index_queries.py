@@ -220,14 +220,20 @@ def scope_of(excluded: Sequence[int], allowed: Sequence[int] | None, passing: Fi
 
 
 def _scoped(scope: Scope, span: Span = EVERY_ROW) -> tuple[str, tuple[object, ...]]:
-    """The SQL condition (and its parameters) for sections_fts rows of ``scope`` within ``span``."""
+    """The SQL condition (and its parameters) for sections_fts rows of ``scope`` within ``span``:
+    only the tests that leave rows out (each one costs every matching row a look: a search of every
+    file ranked a common word 8% slower with them, and counted its files 70% slower)."""
+    sql, values = "", []
     low, high = max(span[0], scope.rows[0]), min(span[1], scope.rows[1])
-    test = "IN" if scope.inside else "NOT IN"
-    sql = f" AND sections_fts.rowid >= ? AND sections_fts.rowid < ? AND (sections_fts.rowid >> {SECTION_BITS}) {test} (SELECT value FROM json_each(?))"
-    if not scope.passing.sql:
-        return sql, (low, high, scope.ids)
-    passing = f" AND EXISTS (SELECT 1 FROM files WHERE files.id = sections_fts.rowid >> {SECTION_BITS} AND {scope.passing.sql})"
-    return sql + passing, (low, high, scope.ids, *scope.passing.values)
+    if (low, high) != EVERY_ROW:
+        sql, values = " AND sections_fts.rowid >= ? AND sections_fts.rowid < ?", [low, high]
+    if scope.inside or scope.ids != EVERY_FILE.ids:
+        sql += f" AND (sections_fts.rowid >> {SECTION_BITS}) {'IN' if scope.inside else 'NOT IN'} (SELECT value FROM json_each(?))"
+        values.append(scope.ids)
+    if scope.passing.sql:
+        sql += f" AND EXISTS (SELECT 1 FROM files WHERE files.id = sections_fts.rowid >> {SECTION_BITS} AND {scope.passing.sql})"
+        values.extend(scope.passing.values)
+    return sql, tuple(values)
 
 
 def matching_files(conn: sqlite3.Connection, match: str) -> list[int]:
