@@ -546,27 +546,33 @@ def matching_texts(conn: sqlite3.Connection, texts: Mapping[int, tuple[str, str]
     (in the text or the heading, in the heading), computed in the temporary FTS5 table.
 
     The texts are read first without the words inside their identifiers (finding those is most of
-    the work); only a text a part did not match and that holds what the words the part matches
-    hold (_word_pieces) is read again with them, as the index reads it (database.indexed_text).
-    Every text is read with them at once if a part's piece is shorter than MIN_PIECE_CHARS."""
+    the work); only a text a part did not match (or not in its heading) and that holds (there)
+    what the words the part matches hold (_word_pieces) is read again with them, as the index
+    reads it (database.indexed_text). Every text is read with them at once if a part's piece is
+    shorter than MIN_PIECE_CHARS."""
     pieces = _word_pieces(parts)
     if min(map(len, pieces), default=0) < MIN_PIECE_CHARS:
         return _matched(conn, {number: (indexed_text(heading), indexed_text(text)) for number, (heading, text) in texts.items()}, parts)
-    plain = {number: (indexed_text(heading), fts_text(text)) for number, (heading, text) in texts.items()}
-    found = _matched(conn, plain, parts)
-    lowered: dict[int, str] = {}
-    again: set[int] = set()
-    for (anywhere, _), piece in zip(found, pieces):
-        for number, (_, text) in texts.items():
-            if text and number not in anywhere and number not in again:
-                low = lowered.setdefault(number, text.lower())
-                if piece in low or not low.isascii():
-                    again.add(number)
+    found = _matched(conn, {number: (fts_text(heading), fts_text(text)) for number, (heading, text) in texts.items()}, parts)
+    lowered = {number: (heading.lower(), text.lower()) for number, (heading, text) in texts.items()}
+    again = {
+        number
+        for (anywhere, headed), piece in zip(found, pieces)
+        for number, (heading, text) in lowered.items()
+        if (number not in headed and _may_hold(heading, piece)) or (number not in anywhere and _may_hold(text, piece))
+    }
     if again:
-        whole = _matched(conn, {number: (plain[number][0], indexed_text(texts[number][1])) for number in again}, parts)
-        for (anywhere, _), (more, _) in zip(found, whole):
-            anywhere |= more
+        whole = _matched(conn, {number: tuple(map(indexed_text, texts[number])) for number in again}, parts)
+        for (anywhere, headed), (more_anywhere, more_headed) in zip(found, whole):
+            anywhere |= more_anywhere
+            headed |= more_headed
     return found
+
+
+def _may_hold(lowered: str, piece: str) -> bool:
+    """Whether a text (in lower case) may hold a word that holds ``piece``: it does, or it is not
+    ASCII (FTS5 folds diacritics)."""
+    return piece in lowered or not lowered.isascii()
 
 
 def _matched(conn: sqlite3.Connection, texts: Mapping[int, tuple[str, str]], parts: Sequence[str]) -> list[tuple[set[int], set[int]]]:
@@ -584,10 +590,11 @@ def _matched(conn: sqlite3.Connection, texts: Mapping[int, tuple[str, str]], par
     return found
 
 
-#: The index's stemmer (porter) changes at most a word's last letter it keeps ("happy" -> "happi",
-#: "relational" -> "relate", "probability" -> "probabl"): a word starts with its stem less its last
-#: STEM_CHANGES letters (1.4 million words and endings checked; tests/test_fast_paths.py).
-STEM_CHANGES = 1
+#: The letters the index's stemmer (porter) writes at the end of a stem in place of the word's
+#: own ("happy" -> "happi", "relational" -> "relate", "probability" -> "probabl"): a word starts
+#: with its stem, less its last letter if that is one of these (1.4 million words and endings
+#: checked; tests/test_fast_paths.py).
+STEM_OWN_LETTERS = "eil"
 #: A shorter piece of a word is in nearly every text: reading texts twice would cost more.
 MIN_PIECE_CHARS = 3
 #: One FTS5 string, a word or a phrase, or a prefix* term: the parts query.quote makes.
@@ -596,17 +603,16 @@ _ONE_STRING = re.compile(r'"(?:[^"]|"")*"\*?')
 
 def _word_pieces(parts: Sequence[str]) -> list[str]:
     """For each of ``parts`` (FTS5 expressions), what every word its longest word matches holds, in
-    lower case: that word up to STEM_CHANGES letters before the end of its stem (or of itself, if
-    shorter: a prefix* term). A text that does not hold it cannot match the part, with or without
-    the words inside its identifiers (which are pieces of its words). "" for a part that is not one
-    string (``a OR b`` may match by either)."""
+    lower case: that word's stem (a prefix* term's too is stemmed), less its last letter if the
+    stemmer may have written it (STEM_OWN_LETTERS). A text that does not hold it cannot match the
+    part, with or without the words inside its identifiers (which are pieces of its words). ""
+    for a part that is not one string (``a OR b`` may match by either)."""
     read = query_words(parts)
     spelled = iter(stems([word for words in read for word in words]))
     pieces = []
     for part, words in zip(parts, read):
-        own = [next(spelled) for _ in words]
-        longest = max((word[:max(0, min(len(word), len(stem)) - STEM_CHANGES)] for word, stem in zip(words, own)), key=len, default="")
-        pieces.append(longest if _ONE_STRING.fullmatch(part) else "")
+        own = [stem[:-1] if stem.endswith(tuple(STEM_OWN_LETTERS)) else stem for stem in (next(spelled) for _ in words)]
+        pieces.append(max(own, key=len, default="") if _ONE_STRING.fullmatch(part) else "")
     return pieces
 
 

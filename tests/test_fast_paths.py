@@ -163,12 +163,12 @@ _ENDINGS = ["", "s", "es", "ies", "ied", "ed", "ing", "eed", "y", "ly", "ably", 
             "iveness", "fulness", "ousness", "ically", "ities", "encies", "ancies", "ator", "alism", "iviti", "biliti", "ement", "ize"]
 
 
-def test_a_word_starts_with_its_stem_but_for_the_letters_the_stemmer_changes() -> None:
+def test_a_word_starts_with_its_stem_but_for_a_last_letter_the_stemmer_writes() -> None:
     bases = ["happ", "relat", "condit", "organ", "valen", "oper", "activ", "stab", "possib", "prob", "sens", "mob", "gener", "cert",
              "agre", "hop", "fil", "confl", "troub", "siz", "fe", "a", "ab", "abl", "xyz", "run", "instal", "remot", "sign"]
     words = [base + ending for base in bases for ending in _ENDINGS]
     for word, stem in zip(words, index_queries.stems(words)):
-        assert word.startswith(stem[:max(0, len(stem) - index_queries.STEM_CHANGES)]), (word, stem)
+        assert word.startswith(stem[:-1] if stem.endswith(tuple(index_queries.STEM_OWN_LETTERS)) else stem), (word, stem)
 
 
 _identifier_word = st.sampled_from([
