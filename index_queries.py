@@ -545,16 +545,21 @@ def matching_texts(conn: sqlite3.Connection, texts: Mapping[int, tuple[str, str]
     """For each of ``parts`` (FTS5 expressions), which of the (heading, text) ``texts`` it matches:
     (in the text or the heading, in the heading), computed in the temporary FTS5 table.
 
-    The texts are read first without the words inside their identifiers (finding those is most of
-    the work); only a text a part did not match (or not in its heading) and that holds (there)
-    what the words the part matches hold (_word_pieces) is read again with them, as the index
-    reads it (database.indexed_text). Every text is read with them at once if a part's piece is
-    shorter than MIN_PIECE_CHARS."""
+    A text can match a part only if it holds what the words the part matches hold (_word_pieces):
+    the others are not read. The rest are read first without the words inside their identifiers
+    (finding those is most of the work); only a text a part did not match (or not in its heading)
+    and that holds the part's piece (there) is read again with them, as the index reads it
+    (database.indexed_text). Every text is read with them at once if a part's piece is shorter
+    than MIN_PIECE_CHARS."""
     pieces = _word_pieces(parts)
     if min(map(len, pieces), default=0) < MIN_PIECE_CHARS:
         return _matched(conn, {number: (indexed_text(heading), indexed_text(text)) for number, (heading, text) in texts.items()}, parts)
-    found = _matched(conn, {number: (fts_text(heading), fts_text(text)) for number, (heading, text) in texts.items()}, parts)
-    lowered = {number: (heading.lower(), text.lower()) for number, (heading, text) in texts.items()}
+    lowered = {
+        number: low
+        for number, low in ((number, (heading.lower(), text.lower())) for number, (heading, text) in texts.items())
+        if any(_may_hold(low[0], piece) or _may_hold(low[1], piece) for piece in pieces)
+    }
+    found = _matched(conn, {number: tuple(map(fts_text, texts[number])) for number in lowered}, parts)
     again = {
         number
         for (anywhere, headed), piece in zip(found, pieces)
