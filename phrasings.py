@@ -118,9 +118,9 @@ def fused_search(
             searches.append((text, reply, detail))
     if not replies:
         raise first_error  # type: ignore[misc]
-    fused = _fused(replies, offset, limit, skipped, [detail.copies for _, _, detail in searches])
+    fused, sources = _fused(replies, offset, limit, skipped, [detail.copies for _, _, detail in searches])
     fused["query"] = query[:MAX_QUERY_CHARS]  # the reply answers the query, whichever phrasing was searched first
-    _show_bare(db_path, fused["results"], searches)
+    _show_bare(db_path, fused["results"], sources, searches)
     return fused
 
 
@@ -130,16 +130,16 @@ def _exclusions(query: str) -> str:
     return " ".join([*(f'-"{" ".join(words)}"' for words in parsed.excluded), *(f"-{prefix}*" for prefix in parsed.excluded_prefixes)])
 
 
-def _show_bare(db_path: Path, results: list[SearchHit], searches: list[tuple[str, SearchReply, PageDetail]]) -> None:
-    """Show the ``results`` each phrasing ranked below the places it showed (searched_page's bare
-    results) as that phrasing shows them (search.show_sections): a file several phrasings agree on
-    deep in their lists gets the span that answers and its snippet. One pass per phrasing, on the
-    phrasings' threads; a result whose section left the index meanwhile is left out."""
+def _show_bare(
+    db_path: Path, results: list[SearchHit], sources: Sequence[int], searches: list[tuple[str, SearchReply, PageDetail]]
+) -> None:
+    """Show the ``results`` that the phrasing each is shown from (``sources``: its number in
+    ``searches``) ranked below the places it showed (searched_page's bare results) as that phrasing
+    shows them (search.show_sections): a file several phrasings agree on deep in their lists gets
+    the span that answers and its snippet. One pass per phrasing, on the phrasings' threads; a
+    result whose section left the index meanwhile is left out."""
     wanted: dict[int, dict[str, int]] = {}
-    for hit in results:
-        places = [(place, number) for number, (_, reply, _) in enumerate(searches)
-                  for place, found in enumerate(reply["results"]) if found["path"] == hit["path"]]
-        place, number = min(places)  # the phrasing _fused showed it as: its best place, the first such list
+    for hit, number in zip(results, sources):
         if hit["path"] in searches[number][2].bare:
             wanted.setdefault(number, {})[hit["path"]] = searches[number][2].bare[hit["path"]]
 
@@ -172,12 +172,13 @@ def _pool() -> ThreadPoolExecutor:
 
 def _fused(
     replies: list[tuple[float, SearchReply]], offset: int, limit: int, skipped: list[str], folded: Sequence[Mapping[str, list[str]]] = (),
-) -> SearchReply:
-    """One reply from the phrasings' replies (see fused_search); ``folded``: for each reply, every
-    copy folded into each of its results by path (also_in names only a few)."""
+) -> tuple[SearchReply, list[int]]:
+    """One reply from the phrasings' replies (see fused_search), and for each of its results the
+    number of the reply it is shown from (its best place, the first such reply); ``folded``: for
+    each reply, every copy folded into each of its results by path (also_in names only a few)."""
     scores: dict[str, float] = {}
     holding: dict[str, int] = {}  # how many lists hold each answer
-    shown: dict[str, tuple[int, SearchHit]] = {}  # each answer's best place, and its hit there
+    shown: dict[str, tuple[int, int, SearchHit]] = {}  # each answer's best place, the reply, and its hit there
     copies: dict[str, list[str]] = {}
     counted: dict[str, int] = {}
     answer_of: dict[str, str] = {}  # a file (or a copy named with it) -> the answer it belongs to
@@ -190,7 +191,7 @@ def _fused(
             scores[answer] = scores.get(answer, 0.0) + weight / (RANK_OFFSET + rank)
             holding[answer] = holding.get(answer, 0) + 1
             if answer not in shown or rank < shown[answer][0]:
-                shown[answer] = (rank, hit)
+                shown[answer] = (rank, number, hit)
             copies.setdefault(answer, []).extend(path for path in files if path not in copies[answer])
             counted[answer] = max(counted.get(answer, 0), hit.get("also_in_count", 0))
     for answer in scores:
@@ -199,7 +200,7 @@ def _fused(
     page = ranked[offset:offset + limit]
     results = []
     for answer in page:
-        hit = dict(shown[answer][1])
+        hit = dict(shown[answer][2])
         others = [path for path in copies[answer] if path != hit["path"]]
         hit.update(score=scores[answer], also_in=others[:MAX_ALSO_IN], also_in_count=max(counted[answer], len(others)))
         results.append(hit)
@@ -212,4 +213,4 @@ def _fused(
         "indexing": any(reply["indexing"] for _, reply in replies), "offset": offset, "has_more": has_more,
         "next_offset": offset + len(results) if has_more else None, "warnings": warnings,
         "query_read": first["query_read"], "suggestions": first["suggestions"] if not ranked else [],
-    }
+    }, [shown[answer][1] for answer in page]

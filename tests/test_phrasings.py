@@ -42,12 +42,13 @@ def reply(*hits: dict) -> dict:
 def test_fusion_ranks_what_phrasings_agree_on_first_and_shows_each_answer_once() -> None:
     first = reply(hit("a.md"), hit("b.md", "b-copy.md"), hit("c.md"))
     second = reply(hit("b-copy.md", "b.md"), hit("d.md"))
-    fused = _fused([(1.0, first), (1.0, second)], 0, 10, [])
+    fused, sources = _fused([(1.0, first), (1.0, second)], 0, 10, [])
     paths = [found["path"] for found in fused["results"]]
     assert paths == ["b-copy.md", "a.md", "d.md", "c.md"]  # b in both lists, shown as its best place shows it
     assert fused["results"][0]["score"] == pytest.approx((1 / (RANK_OFFSET + 2) + 1 / (RANK_OFFSET + 1)) * 2 ** AGREEMENT)
     assert fused["results"][0]["also_in"] == ["b.md"]  # the copy is named, not a result of its own
-    page = _fused([(1.0, first), (1.0, second)], 1, 2, [])
+    assert sources == [1, 0, 1, 0]  # each shown from the list it ranks best in (b-copy first in the second)
+    page, _ = _fused([(1.0, first), (1.0, second)], 1, 2, [])
     assert [found["path"] for found in page["results"]] == ["a.md", "d.md"] and page["has_more"] and page["next_offset"] == 3
 
 
@@ -173,7 +174,7 @@ def test_a_file_gone_before_its_result_is_shown_is_left_out(source: Path, indexe
     (source / gone).unlink()
     indexer.scan()
     results = [dict(hit) for hit in reply["results"]]
-    _show_bare(config.db_path, results, [("wombat", reply, detail)])
+    _show_bare(config.db_path, results, [0] * len(results), [("wombat", reply, detail)])
     assert [hit["path"] for hit in results] == [hit["path"] for hit in reply["results"][:2]]
     assert "**wombat**" in results[1]["snippet"]
 
