@@ -204,6 +204,30 @@ def test_a_word_found_only_inside_an_identifier_is_found() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("texts", "reads", "matched"),
+    [
+        # Not ASCII (one em dash is enough), missed in the heading: all read once, as a single read would.
+        ({n: (f"Section {n} — “notes”", f"the service restarts the runner — it’s done {n}") for n in range(5)}, [5], {0, 1, 2, 3, 4}),
+        # Holding the piece ("servic") without matching, and without identifiers: read again for nothing.
+        ({0: ("Intro", "a subservice runs"), 1: ("Other", "the service runs")}, [2], {1}),
+        # With an identifier: read again, and found by its parts.
+        ({0: ("Intro", "a subService runs"), 1: ("Other", "the service runs")}, [2, 1], {0, 1}),
+    ],
+)
+def test_a_text_is_read_again_only_if_its_identifiers_can_add_a_match(
+    monkeypatch: pytest.MonkeyPatch, texts: dict[int, tuple[str, str]], reads: list[int], matched: set[int]
+) -> None:
+    """Found by a hostile review: a text a part missed was read again with identifier parts it does
+    not have (prose with typographic punctuation took twice the single read)."""
+    conn = _temp_tables()
+    counted: list[int] = []
+    real = index_queries._matched
+    monkeypatch.setattr(index_queries, "_matched", lambda conn, given, parts: counted.append(len(given)) or real(conn, given, parts))
+    assert index_queries.matching_texts(conn, texts, ['"service"']) == [(matched, set())]
+    assert counted == reads
+
+
 def test_span_table_holds_nothing_from_an_earlier_or_failed_call_nor_inside_one_snapshot() -> None:
     conn = _temp_tables()
     with pytest.raises(sqlite3.OperationalError):
