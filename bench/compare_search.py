@@ -196,7 +196,7 @@ def main() -> None:
         folder = args.work / code.name
         folder.mkdir(parents=True, exist_ok=True)
         dbs[name] = build_index(code, corpus, folder)
-    floor_db = args.work / "floor.sqlite3"
+    floor_db = args.work / f"floor-{corpus.name}.sqlite3"  # one per corpus: a floor of another corpus answers other queries
     if not floor_db.exists():
         floor.build(str(corpus), str(floor_db))
     queries = choose_queries(corpus)
