@@ -6,6 +6,7 @@ No timing is asserted: a benchmark is not a test.
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -81,3 +82,21 @@ def test_breakdown_times_every_stage(tmp_path: Path) -> None:
     names = {stage for _, stage in stages.seconds}
     assert {"read and hash", "split into sections", "compress", "sketch", "pickle a chunk", "unpickle a chunk",
             "upsert_file (all its SQL)", "  of which the FTS5 insert", "COMMIT", "whole bench/floor.py"} <= names
+
+
+def test_same_replies_finds_a_changed_reply_and_none_between_a_checkout_and_itself(tmp_path: Path) -> None:
+    make_corpus, same = _load("make_corpus"), _load("same_replies")
+    corpus = tmp_path / "corpus"
+    make_corpus.write_corpus(corpus, 30, seed=5)
+    queries = tmp_path / "queries.json"
+    words = [word for path in sorted(corpus.rglob("*.md"))[:3] for word in path.read_text().split()[2:4]]
+    queries.write_text(json.dumps([*words, "how do I find these words?"]))
+    (tmp_path / "idx").mkdir()
+    db = same.build_index(same.REPO, corpus, tmp_path / "idx")
+    asked = json.loads(queries.read_text())
+    before = same.replies(same.REPO, db, corpus, queries)
+    assert any(reply["results"] for reply in before)
+    assert same.differing(asked, before, same.replies(same.REPO, db, corpus, queries)) == []
+    changed = [dict(reply) for reply in before]
+    changed[1]["results"] = list(reversed(changed[1]["results"])) + [{"path": "other.md"}]
+    assert [query for query, _, _ in same.differing(asked, before, changed)] == [asked[1]]
