@@ -150,13 +150,22 @@ def show_sections(db_path: Path, query: str, feedback: Sequence[str], bare: Mapp
             plan = plan_within_bounds(conn, parsed)
             found = index_queries.load_sections(conn, list(bare.values()))
             sections = {rowid: showable(section) for rowid, section in found.items() if bare.get(str(section["path"])) == rowid}
-            highlights = [plan.shown, [quote([word]) for word in feedback]]
-            leaders = answering_spans(conn, highlights, sections)
-            snippet_text = section_snippets(conn, highlights, leaders)
+            leaders, snippet_text = _shown_as_answers(conn, plan, feedback, sections)
     except sqlite3.Error as exc:
         database.drop_reader(db_path)
         raise IndexUnavailableError(str(db_path), f"search failed: {database.problem_of(exc, db_path)}") from exc
     return {str(section["path"]): section_hit(section, snippet_text.get(rowid, ""), 0.0) for rowid, section in leaders.items()}
+
+
+def _shown_as_answers(
+    conn: sqlite3.Connection, plan: MatchPlan, feedback: Sequence[str], sections: dict[int, dict]
+) -> tuple[dict[int, dict], dict[int, str]]:
+    """``sections`` (loaded with their text) each narrowed to the heading span that holds the
+    searched words best (snippets.answering_spans), and their snippets. Both look for the user's
+    own words; a file found only by ``feedback`` words is shown with those."""
+    highlights = [plan.shown, [quote([word]) for word in feedback]]
+    leaders = answering_spans(conn, highlights, sections)
+    return leaders, section_snippets(conn, highlights, leaders)
 
 
 #: Results are paged up to this offset.
@@ -249,13 +258,9 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str], Pag
             page = [_led_by_newest(group, sections, asking.query) for group in groups[asking.offset:wanted]]
             if not asking.collapse:
                 page = _ties_newest_first(page, sections, asking.query)
-            # Snippets highlight the user's own words; a file found only by feedback words is shown
-            # with those. Each hit is the heading span of its section that holds them best.
-            highlights = [plan.shown, [quote([w]) for w in feedback]]
             whole = page if asking.shown is None else page[:asking.shown]
-            leaders = answering_spans(conn, highlights, loaded.with_text(conn, [group[0][0] for group in whole]))
+            leaders, snippet_text = _shown_as_answers(conn, plan, feedback, loaded.with_text(conn, [group[0][0] for group in whole]))
             sections.update(leaders)
-            snippet_text = section_snippets(conn, highlights, leaders)
             suggestions = [] if ranked or asking.offset else suggest(conn, parsed)
     except sqlite3.Error as exc:
         if database.is_interruption(exc):
