@@ -66,10 +66,11 @@ def fts_text(text: str) -> str:
     return text if text.isascii() or not CJK_WORD.search(text) else _CJK_PAIR.sub(CJK_SEPARATOR, text)
 
 
-def indexed_text(text: str) -> str:
+def indexed_text(text: str, parts: str | None = None) -> str:
     """``text`` as the index is given it: fts_text, and the words inside its camelCase identifiers
-    after it (identifiers.py). A snippet is cut from fts_text alone: these words are never shown."""
-    parts = identifier_parts(text)
+    (``parts``, if they were found already: identifiers.identifier_parts) after it. A snippet is cut
+    from fts_text alone: these words are never shown."""
+    parts = identifier_parts(text) if parts is None else parts
     return fts_text(f"{text}\n{parts}" if parts else text)
 
 

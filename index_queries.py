@@ -21,7 +21,7 @@ from database import (
     CJK_SEPARATOR, FILE_NAME_SQL, SECTION_BITS, TOKENIZER, WORD_TOKENIZER, decompress, file_id_of, fts_text, indexed_text, section_id,
     shown_text, snapshot, starting_with, stored_outline, stored_tags,
 )
-from identifiers import parts_apart
+from identifiers import identifier_parts, parts_apart
 from models import StoredFile
 
 #: best_section_per_file ranks this many sections per wanted file before falling back to grouping all.
@@ -546,41 +546,63 @@ def matching_texts(conn: sqlite3.Connection, texts: Mapping[int, tuple[str, str]
     """For each of ``parts`` (FTS5 expressions), which of the (heading, text) ``texts`` it matches:
     (in the text or the heading, in the heading), computed in the temporary FTS5 table.
 
-    A text can match a part only if it holds what the words the part matches hold (_word_pieces):
-    the others are not read. The rest are read first without the words inside their identifiers
-    (finding those is most of the work); only a text a part did not match (or not in its heading),
-    that holds the part's piece (there) and has identifiers is read again with them, as the index
-    reads it (database.indexed_text). Every text is read with them at once if a part's piece is
-    shorter than MIN_PIECE_CHARS, or if most of the text is not ASCII (MAX_OTHER_SHARE)."""
+    A heading or text can match a part only where it holds the part's shape (_shape: its words'
+    pieces in order, with only separators between the words): the others are not read. The rest
+    are read first without the words inside their identifiers (finding those is most of the work);
+    only a text a part did not match (or not in its heading) that holds the shape with those words
+    after it is read again with them, as the index reads it (database.indexed_text). Every text is
+    read with them at once if a part's longest piece is shorter than MIN_PIECE_CHARS, or if most of
+    the text is not ASCII (MAX_OTHER_SHARE)."""
     pieces = _word_pieces(parts)
     others = sum(len(text) for _, text in texts.values() if not text.isascii())
-    if min(map(len, pieces), default=0) < MIN_PIECE_CHARS or others > MAX_OTHER_SHARE * sum(len(text) for _, text in texts.values()):
+    if min((max(map(len, each), default=0) for each in pieces), default=0) < MIN_PIECE_CHARS or others > MAX_OTHER_SHARE * sum(
+        len(text) for _, text in texts.values()
+    ):
         return _matched(conn, {number: (indexed_text(heading), indexed_text(text)) for number, (heading, text) in texts.items()}, parts)
-    lowered = {
-        number: low
-        for number, low in ((number, (_searchable(heading), _searchable(text))) for number, (heading, text) in texts.items())
-        if any(_may_hold(low[0], piece) or _may_hold(low[1], piece) for piece in pieces)
-    }
+    lowered = {number: (_searchable(heading), _searchable(text)) for number, (heading, text) in texts.items()}
+    columns = [(number, column, low) for number, pair in lowered.items() if None not in pair for column, low in enumerate(pair)]
+    shapes = [_shape(each) for each in pieces]
+    holding = [_holding(columns, each) for each in pieces]
     # A text FTS5 may read otherwise than it is written ("café" as "cafe") is read whole at once.
-    first = {
-        number: tuple(map(indexed_text if None in low else fts_text, texts[number])) for number, low in lowered.items()
-    }
+    first = {number: tuple(map(indexed_text, texts[number])) for number, pair in lowered.items() if None in pair}
+    first.update(
+        (number, tuple(map(fts_text, texts[number])))
+        for held, each, shape in zip(holding, pieces, shapes)
+        for number, _, low in held
+        if number not in first and (len(each) == 1 or shape.search(low))  # one piece: holding it is the shape but for where it starts
+    )
     found = _matched(conn, first, parts)
+    inside: dict[tuple[int, int], str] = {}  # (text, 0 its heading or 1 its text) -> the words inside its identifiers
+
+    def holds_with_parts(number: int, column: int, low: str, shape: re.Pattern[str]) -> bool:
+        if (number, column) not in inside:
+            inside[number, column] = identifier_parts(texts[number][column])
+        return bool(inside[number, column]) and shape.search(f"{low}\n{inside[number, column].lower()}") is not None
+
     again = {
         number
-        for (anywhere, headed), piece in zip(found, pieces)
-        for number, (heading, text) in lowered.items()
-        if heading is not None and text is not None
-        and ((number not in headed and piece in heading) or (number not in anywhere and piece in text))
+        for (anywhere, headed), held, shape in zip(found, holding, shapes)
+        for number, column, low in held
+        if number not in (headed if column == 0 else anywhere) and holds_with_parts(number, column, low, shape)
     }
-    read = {number: (indexed_text(texts[number][0]), indexed_text(texts[number][1])) for number in again}
-    read = {number: pair for number, pair in read.items() if pair != first[number]}  # no identifiers: nothing to add
-    if read:
-        whole = _matched(conn, read, parts)
+    if again:
+        whole = _matched(
+            conn,
+            {number: tuple(indexed_text(text, inside.get((number, column))) for column, text in enumerate(texts[number])) for number in again},
+            parts,
+        )
         for (anywhere, headed), (more_anywhere, more_headed) in zip(found, whole):
             anywhere |= more_anywhere
             headed |= more_headed
     return found
+
+
+def _holding(columns: list[tuple[int, int, str]], pieces: Sequence[str]) -> list[tuple[int, int, str]]:
+    """The (text, column, lowered) of ``columns`` that hold every one of ``pieces``: the words inside
+    identifiers are pieces of words, so the others cannot match, with or without them."""
+    for piece in sorted(pieces, key=len, reverse=True):  # the longest first: the fewest hold it
+        columns = [column for column in columns if piece in column[2]]
+    return columns
 
 
 #: What unicode61 may read as part of a word, or fold into one: letters, digits, marks, private
@@ -599,9 +621,16 @@ def _searchable(text: str) -> str | None:
     return None
 
 
-def _may_hold(lowered: str | None, piece: str) -> bool:
-    """Whether a text (_searchable) may hold a word that holds ``piece``."""
-    return lowered is None or piece in lowered
+def _shape(pieces: Sequence[str]) -> re.Pattern[str]:
+    """What a lower-case text (_searchable) holds wherever FTS5 reads in it a string whose words'
+    pieces are ``pieces`` (_word_pieces): each piece at a word's start, the rest of its word, then
+    separators up to the next. A word's start is tested after its piece, so that the search looks
+    for the piece's letters first; each word is looked at once."""
+    words = [
+        re.escape(piece) + (f"(?<![a-z0-9]{re.escape(piece)})" if piece else "(?<![a-z0-9])") + ("[a-z0-9]*" if piece else "[a-z0-9]+")
+        for piece in pieces
+    ]
+    return re.compile("[^a-z0-9]+".join(words))
 
 
 def _matched(conn: sqlite3.Connection, texts: Mapping[int, tuple[str, str]], parts: Sequence[str]) -> list[tuple[set[int], set[int]]]:
@@ -611,7 +640,8 @@ def _matched(conn: sqlite3.Connection, texts: Mapping[int, tuple[str, str]], par
     # ('delete-all') costs nothing, where deleting rows with content tokenizes them again.
     with snapshot(conn):
         conn.execute("INSERT INTO temp.span_fts (span_fts) VALUES ('delete-all')")
-        conn.executemany("INSERT INTO temp.span_fts (rowid, heading, body) VALUES (?, ?, ?)", [(n, *text) for n, text in texts.items()])
+        # In rowid order: FTS5 writes out what it holds in memory whenever a rowid is lower than the last.
+        conn.executemany("INSERT INTO temp.span_fts (rowid, heading, body) VALUES (?, ?, ?)", [(n, *text) for n, text in sorted(texts.items())])
         for part in parts:
             anywhere = conn.execute("SELECT rowid FROM temp.span_fts WHERE span_fts MATCH ?", (f"{{heading body}} : {part}",))
             headed = conn.execute("SELECT rowid FROM temp.span_fts WHERE span_fts MATCH ?", (f"heading : {part}",))
@@ -635,15 +665,14 @@ MAX_OTHER_SHARE = 0.5
 _ONE_STRING = re.compile(r'"(?:[^"]|"")*"\*?')
 
 
-def _word_pieces(parts: Sequence[str]) -> list[str]:
-    """For each of ``parts`` (FTS5 expressions), what every word its longest word matches holds, in
-    lower case: that word's stem (a prefix* term's too is stemmed), less its last letter if the
-    stemmer may have written it (STEM_OWN_LETTERS). A text that does not hold it cannot match the
-    part, with or without the words inside its identifiers (which are pieces of its words). ""
+def _word_pieces(parts: Sequence[str]) -> list[list[str]]:
+    """For each of ``parts`` (FTS5 expressions), what each word of it holds in every word it matches,
+    in lower case: the word's stem (a prefix* term's too is stemmed), less its last letter if the
+    stemmer may have written it (STEM_OWN_LETTERS). The words inside identifiers are pieces of the
+    text's words: a text that does not hold them cannot match the part, with or without those. []
     for a part that is not one string (``a OR b`` may match by either)."""
     return [
-        max((stem[:-1] if stem.endswith(tuple(STEM_OWN_LETTERS)) else stem for stem in spelled), key=len, default="")
-        if _ONE_STRING.fullmatch(part) else ""
+        [stem[:-1] if stem.endswith(tuple(STEM_OWN_LETTERS)) else stem for stem in spelled] if _ONE_STRING.fullmatch(part) else []
         for part, spelled in zip(parts, _tokens(parts, "stems"))
     ]
 

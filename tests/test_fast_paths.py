@@ -209,9 +209,9 @@ def test_a_word_found_only_inside_an_identifier_is_found() -> None:
     [
         # Not ASCII (one em dash is enough), missed in the heading: all read once, as a single read would.
         ({n: (f"Section {n} — “notes”", f"the service restarts the runner — it’s done {n}") for n in range(5)}, [5], {0, 1, 2, 3, 4}),
-        # Holding the piece ("servic") without matching, and without identifiers: read again for nothing.
+        # Holding the piece ("servic") without matching, and without identifiers: read once.
         ({0: ("Intro", "a subservice runs"), 1: ("Other", "the service runs")}, [2], {1}),
-        # With an identifier: read again, and found by its parts.
+        # With an identifier: read again with its parts, and found by them.
         ({0: ("Intro", "a subService runs"), 1: ("Other", "the service runs")}, [2, 1], {0, 1}),
     ],
 )
@@ -226,6 +226,20 @@ def test_a_text_is_read_again_only_if_its_identifiers_can_add_a_match(
     monkeypatch.setattr(index_queries, "_matched", lambda conn, given, parts: counted.append(len(given)) or real(conn, given, parts))
     assert index_queries.matching_texts(conn, texts, ['"service"']) == [(matched, set())]
     assert counted == reads
+
+
+def test_a_phrase_is_read_only_in_texts_holding_its_words_one_after_the_other(monkeypatch: pytest.MonkeyPatch) -> None:
+    conn = _temp_tables()
+    counted: list[int] = []
+    real = index_queries._matched
+    monkeypatch.setattr(index_queries, "_matched", lambda conn, given, parts: counted.append(len(given)) or real(conn, given, parts))
+    texts = {
+        0: ("Intro", "the service restarts"),  # read once: found
+        1: ("Other", "restart the service; a getService call"),  # both words, never one after the other: not read
+        2: ("Third", "callServiceRestart()"),  # one after the other only in its identifier's parts: read with them
+    }
+    assert index_queries.matching_texts(conn, texts, ['"service restart"']) == [({0, 2}, set())]
+    assert counted == [1, 1]
 
 
 def test_span_table_holds_nothing_from_an_earlier_or_failed_call_nor_inside_one_snapshot() -> None:
