@@ -270,7 +270,7 @@ def reader(db_path: Path) -> sqlite3.Connection:
         raise IndexUnavailableError(str(db_path), f"cannot open: {problem_of(exc, db_path)}") from None
     if version != SCHEMA_VERSION:
         conn.close()
-        raise IndexUnavailableError(str(db_path), NOT_YET)
+        raise IndexUnavailableError(str(db_path), NOT_YET, not_made_yet=True)
     cached[db_path] = (conn, inode)
     return conn
 
@@ -283,7 +283,7 @@ def _readable_index(db_path: Path) -> int:
         check_index_directory(db_path.parent)
         st = os.lstat(db_path)
     except (FileNotFoundError, NotADirectoryError):
-        raise IndexUnavailableError(str(db_path), "no index yet; it is created by the first scan") from None
+        raise IndexUnavailableError(str(db_path), "no index yet; it is created by the first scan", not_made_yet=True) from None
     except OSError as exc:
         raise IndexUnavailableError(str(db_path), f"cannot read it: {exc.strerror or exc}") from None
     problem = index_file_problem(st)

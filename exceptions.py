@@ -79,9 +79,11 @@ class ArgumentError(DocSearchError):
 class IndexUnavailableError(DocSearchError):
     """The index database cannot be opened or used right now."""
 
-    def __init__(self, db_path: str, reason: str) -> None:
+    def __init__(self, db_path: str, reason: str, *, not_made_yet: bool = False) -> None:
         self.db_path = db_path
         self.reason = reason
+        #: No index yet (its first scan has not made it): nothing is wrong.
+        self.not_made_yet = not_made_yet
         super().__init__(f"index {db_path}: {reason}")
 
 

@@ -517,18 +517,17 @@ def cmd_status(config: ServerConfig, args: argparse.Namespace) -> int:
     else:
         for label, value in status_lines(status, unopened):
             print(printable(f"{label:<10} {value}"))
-    return 1 if unopened and unopened.startswith("cannot be read") else 0
+    return 1 if status["state"] == "error" else 0
 
 
 def unopened_state(status: StatusReply, index_exists: bool) -> str | None:
     """Why no process has the index open and it is not up to date, when none has: not made yet,
-    not readable, or (with several sources) some never scanned, each with its error if it had one."""
+    or (with several sources) some never scanned, each with its error if it had one. (An index
+    that cannot be read is in state error.)"""
     if status["state"] != "starting" or status["writer_pid"] is not None:
         return None
     parts = status.get("sources") or []
     if not index_exists or not any(part["last_scan"] for part in parts):
-        if index_exists and status["last_error"]:
-            return f"cannot be read: {status['last_error']}"
         return "not indexed yet (run index, or start the server)"
     waiting = [f"{part['name']}{' (' + part['last_error'] + ')' if part.get('last_error') else ''}" for part in parts if not part["last_scan"]]
     return f"not indexed yet: {', '.join(waiting)} (run index, or start the server)"

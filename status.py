@@ -34,11 +34,14 @@ def read_status(
     prefix = config.key_prefix(config.source.name)
     counts: dict = {"indexed_files": 0, "total_documents": 0, "fallback_decoded_files": 0, "meta": {}}
     problem = startup_error
+    unreadable = False  # the index is there and cannot be read now
     try:
         counts = index_queries.index_counts(database.reader(db_path), prefix)
     except (IndexUnavailableError, sqlite3.Error) as exc:
         database.drop_reader(db_path)
-        problem = problem or str(exc)
+        unreadable = not getattr(exc, "not_made_yet", False)
+        problem = problem or (f"the index cannot be read ({exc}); the next scan (refresh_index) checks it and rebuilds it if damaged"
+                              if unreadable else str(exc))
         if indexer is not None:
             indexer.suspect_damage()
     meta = index_queries.source_meta(counts["meta"], prefix)
@@ -55,7 +58,7 @@ def read_status(
         state, phase, done, total, skipped = "indexing", own.phase, own.files_done, own.files_total, own.skipped
     elif writer is not None and _phase_of(writer.phase, config) in ("walking", "indexing"):  # another process scans it now
         state, phase, done, total = "indexing", _phase_of(writer.phase, config), writer.files_done, writer.files_total
-    elif (indexer is None and startup_error) or failure:
+    elif (indexer is None and startup_error) or failure or unreadable:
         state, phase, done, total = "error", "", 0, 0
     elif own.finished_at if own is not None else meta.get("last_scan"):  # a daemon waits for its own first scan
         state, phase, done, total = "idle", "done", 0, 0
@@ -83,7 +86,7 @@ def read_status(
         "total_documents": counts["total_documents"],
         "index_size_mb": round(size / (1024 * 1024), 3),
         "last_scan": meta.get("last_scan"),
-        "errors_encountered": saved + unsaved + (1 if startup_error else 0),
+        "errors_encountered": saved + unsaved + (1 if startup_error or unreadable else 0),
         "last_error": last_error,
         "skipped_files": skipped,
         "fallback_decoded_files": counts["fallback_decoded_files"],

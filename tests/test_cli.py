@@ -163,7 +163,8 @@ def test_status_is_a_readable_layout(source: Path, tmp_path: Path) -> None:
     index_file.write_bytes(b"not a database " * 1000)
     damaged = run("status", *idx)
     assert damaged.returncode == 1
-    assert re.search(r"^state +cannot be read: .*not a database", damaged.stdout, re.M), damaged.stdout
+    assert re.search(r"^state +error$", damaged.stdout, re.M), damaged.stdout
+    assert re.search(r"^errors +1; last: the index cannot be read \(.*not a database\)", damaged.stdout, re.M), damaged.stdout
 
 
 def test_index_draws_a_progress_bar_on_a_terminal(source: Path, tmp_path: Path) -> None:

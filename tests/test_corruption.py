@@ -130,6 +130,23 @@ def test_random_bytes_over_the_database_while_running_do_not_stop_the_server(ind
         assert_recovered(server, corpus, db)
 
 
+def test_status_says_error_while_the_index_cannot_be_read_and_idle_once_rebuilt(indexed) -> None:
+    """Damaged under a server that scans only when asked: its status is not idle ("all is well")
+    while the index cannot be read; a refresh rebuilds it and the error is gone."""
+    source, index_dir, db, corpus = indexed
+    with RelStdioServer("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0") as server:
+        assert server.wait_for_scan()["state"] == "idle"
+        not_sqlite(db)
+        assert server.call("search", {"query": "river"})["isError"]
+        status = server.status()
+        assert status["state"] == "error" and "refresh_index" in status["last_error"] and status["errors_encountered"] >= 1, status
+        refreshed = server.call("refresh_index")
+        assert not refreshed["isError"], refreshed
+        status = server.status()
+        assert status["state"] == "idle" and "last_error" not in status and status["indexed_files"] == len(corpus.versions), status
+        assert_recovered(server, corpus, db)
+
+
 @pytest.fixture
 def tmpfs(tmp_path: Path):
     """A size-limited tmpfs mount (root only), unmounted afterwards."""
