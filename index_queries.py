@@ -551,13 +551,9 @@ def matching_texts(conn: sqlite3.Connection, texts: Mapping[int, tuple[str, str]
     are read first without the words inside their identifiers (finding those is most of the work);
     only a text a part did not match (or not in its heading) that holds the shape with those words
     after it is read again with them, as the index reads it (database.indexed_text). Every text is
-    read with them at once if a part's longest piece is shorter than MIN_PIECE_CHARS, or if most of
-    the text is not ASCII (MAX_OTHER_SHARE)."""
+    read with them at once where the pieces cannot tell (_pieces_can_tell)."""
     pieces = _word_pieces(parts)
-    others = sum(len(text) for _, text in texts.values() if not text.isascii())
-    if min((max(map(len, each), default=0) for each in pieces), default=0) < MIN_PIECE_CHARS or others > MAX_OTHER_SHARE * sum(
-        len(text) for _, text in texts.values()
-    ):
+    if not _pieces_can_tell(pieces, texts):
         return _matched(conn, {number: (indexed_text(heading), indexed_text(text)) for number, (heading, text) in texts.items()}, parts)
     lowered = {number: (_searchable(heading), _searchable(text)) for number, (heading, text) in texts.items()}
     columns = [(number, column, low) for number, pair in lowered.items() if None not in pair for column, low in enumerate(pair)]
@@ -569,15 +565,15 @@ def matching_texts(conn: sqlite3.Connection, texts: Mapping[int, tuple[str, str]
         (number, tuple(map(fts_text, texts[number])))
         for held, each, shape in zip(holding, pieces, shapes)
         for number, _, low in held
-        if number not in first and (len(each) == 1 or shape.search(low))  # one piece: holding it is the shape but for where it starts
+        if number not in first and (len(each) == 1 or _holds_shape(shape, low))  # one piece: holding it is the shape but for where it starts
     )
     found = _matched(conn, first, parts)
     inside: dict[tuple[int, int], str] = {}  # (text, 0 its heading or 1 its text) -> the words inside its identifiers
 
-    def holds_with_parts(number: int, column: int, low: str, shape: re.Pattern[str]) -> bool:
+    def holds_with_parts(number: int, column: int, low: str, shape: Shape) -> bool:
         if (number, column) not in inside:
             inside[number, column] = identifier_parts(texts[number][column])
-        return bool(inside[number, column]) and shape.search(f"{low}\n{inside[number, column].lower()}") is not None
+        return bool(inside[number, column]) and _holds_shape(shape, f"{low}\n{inside[number, column].lower()}")
 
     again = {
         number
@@ -621,16 +617,46 @@ def _searchable(text: str) -> str | None:
     return None
 
 
-def _shape(pieces: Sequence[str]) -> re.Pattern[str]:
-    """What a lower-case text (_searchable) holds wherever FTS5 reads in it a string whose words'
-    pieces are ``pieces`` (_word_pieces): each piece at a word's start, the rest of its word, then
-    separators up to the next. A word's start is tested after its piece, so that the search looks
-    for the piece's letters first; each word is looked at once."""
+class Shape(NamedTuple):
+    """What a lower-case text (_searchable) holds wherever FTS5 reads in it a string of given
+    pieces (_word_pieces), from its first piece long enough to look for (_shape)."""
+
+    lead: str  # the pattern's first piece
+    pattern: re.Pattern[str]
+
+
+def _shape(pieces: Sequence[str]) -> Shape:
+    """The Shape of a string of words whose pieces are ``pieces``: from its first piece of at least
+    MIN_PIECE_CHARS on, each piece at a word's start, the rest of its word, then separators up to
+    the next. A word's start is tested after its piece, so that the search looks for the piece's
+    letters first; shorter pieces before it are left out (one would be tried at every word's
+    start), and each is cut to MAX_SHAPE_PIECE_CHARS (the test reads it again)."""
+    lead = next(number for number, piece in enumerate(pieces) if len(piece) >= MIN_PIECE_CHARS)
+    cut = [piece[:MAX_SHAPE_PIECE_CHARS] for piece in pieces[lead:]]
     words = [
         re.escape(piece) + (f"(?<![a-z0-9]{re.escape(piece)})" if piece else "(?<![a-z0-9])") + ("[a-z0-9]*" if piece else "[a-z0-9]+")
-        for piece in pieces
+        for piece in cut
     ]
-    return re.compile("[^a-z0-9]+".join(words))
+    return Shape(cut[0], re.compile("[^a-z0-9]+".join(words)))
+
+
+def _holds_shape(shape: Shape, lowered: str) -> bool:
+    """Whether ``lowered`` (_searchable) may hold ``shape``: yes if it holds its first piece more
+    than MAX_SHAPE_TRIES times (the search would try each; reading the text costs less)."""
+    return lowered.count(shape.lead) > MAX_SHAPE_TRIES or shape.pattern.search(lowered) is not None
+
+
+def _pieces_can_tell(pieces: list[list[str]], texts: Mapping[int, tuple[str, str]]) -> bool:
+    """Whether the ``pieces`` of the parts (_word_pieces) can tell which of ``texts`` to read: not
+    if a part's longest piece is shorter than MIN_PIECE_CHARS, or a piece is not ASCII (a stem the
+    stemmer cut inside a character, "ab🖖ing" -> "ab" and part of 🖖, is held by no text; FTS5's
+    letters are not Python's), or if most of the text is not ASCII (MAX_OTHER_SHARE)."""
+    if min((max(map(len, each), default=0) for each in pieces), default=0) < MIN_PIECE_CHARS:
+        return False
+    if not all(piece.isascii() for each in pieces for piece in each):
+        return False
+    others = sum(len(text) for _, text in texts.values() if not text.isascii())
+    return others <= MAX_OTHER_SHARE * sum(len(text) for _, text in texts.values())
 
 
 def _matched(conn: sqlite3.Connection, texts: Mapping[int, tuple[str, str]], parts: Sequence[str]) -> list[tuple[set[int], set[int]]]:
@@ -661,6 +687,11 @@ MIN_PIECE_CHARS = 3
 #: they are all read at once, as that costs less (1.2-1.4x the single read on accented or
 #: typographic prose without the rule, 0.3-0.9x on ASCII reference pages).
 MAX_OTHER_SHARE = 0.5
+#: A shape's pieces are cut to this many characters: its search reads each again where it starts a word.
+MAX_SHAPE_PIECE_CHARS = 8
+#: A text holding a shape's first piece more often is read without looking for the shape (a run of
+#: one letter holds "aaa" at every character): each try costs more than FTS5 reading the text.
+MAX_SHAPE_TRIES = 1000
 #: One FTS5 string, a word or a phrase, or a prefix* term: the parts query.quote makes.
 _ONE_STRING = re.compile(r'"(?:[^"]|"")*"\*?')
 

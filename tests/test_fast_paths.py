@@ -242,6 +242,61 @@ def test_a_phrase_is_read_only_in_texts_holding_its_words_one_after_the_other(mo
     assert counted == [1, 1]
 
 
+_PADDING = {9: ("", "plain ascii text " * 10)}  # keeps the share of text other than ASCII under MAX_OTHER_SHARE
+
+
+@pytest.mark.parametrize(
+    ("texts", "part"),
+    [
+        # Porter cuts "ab🖖ing" to "ab" and the first 3 bytes of U+1F596 (its last two bytes are alike: a "double
+        # consonant"): the piece is "ab\ufffd", which no text holds. FTS5 (Unicode 6.1) reads U+1F596 as a letter,
+        # Python (So) as a symbol. Found by a hostile review.
+        ({0: ("ab\U0001F596ing", "")}, '"ab\U0001F596ing"'),
+        ({0: ("", "ab\U0001F596ed"), **_PADDING}, '"ab\U0001F596ing"'),
+        ({0: ("", "see ab\U0001F596 now"), **_PADDING}, '"ab\U0001F596ing"*'),
+        ({0: ("", "run\U0001F5D7ed"), **_PADDING}, '"run\U0001F5D7ed"'),
+        ({0: ("", "shopp\u2b6d\u2b6ding"), **_PADDING}, '"shopp\u2b6d\u2b6ding"'),
+    ],
+)
+def test_a_stem_cut_inside_a_character_is_matched_as_a_single_read_does(texts: dict[int, tuple[str, str]], part: str) -> None:
+    conn = _temp_tables()
+    assert index_queries.matching_texts(conn, texts, [part]) == _old_matching_texts(conn, texts, [part])
+
+
+@pytest.mark.parametrize(
+    ("text", "part"),
+    [
+        ("0" * 200_000, '"' + "0" * 200 + " " + "0" * 200 + '"'),
+        ("0" * 200_000, '"0000 0000"'),
+        ("ab " * 66_000 + "service", '"' + "i " * 11 + 'service"'),
+        ("0 " * 100_000 + "255", '"0 0 255"'),
+        ("the " * 50_000 + "service", '"the the service"'),
+    ],
+)
+def test_runs_of_one_word_or_letter_are_matched_as_a_single_read_does(text: str, part: str) -> None:
+    """The hostile review's slow cases (each piece retried at every character, or every word's start)."""
+    conn = _temp_tables()
+    texts = {0: ("", text), 1: ("", "a service here")}
+    assert index_queries.matching_texts(conn, texts, [part]) == _old_matching_texts(conn, texts, [part])
+
+
+def test_a_shape_is_looked_for_from_its_longest_piece_cut_short() -> None:
+    assert index_queries._shape(["", "", "servic"]).lead == "servic"  # "i i service": not tried at every word's start
+    assert index_queries._shape(["a", "servic", "restart"]).pattern.pattern.startswith("servic")
+    assert index_queries._shape(["0" * 200, "0" * 200]).lead == "0" * index_queries.MAX_SHAPE_PIECE_CHARS
+
+
+def test_a_text_holding_a_shapes_first_piece_very_often_is_read_without_looking_for_it() -> None:
+    class Untried:
+        def search(self, text: str) -> None:
+            raise AssertionError("searched")
+
+    shape = index_queries.Shape("000", Untried())  # type: ignore[arg-type]
+    assert index_queries._holds_shape(shape, "0" * 3 * (index_queries.MAX_SHAPE_TRIES + 1))
+    with pytest.raises(AssertionError, match="searched"):
+        index_queries._holds_shape(shape, "000 then words")
+
+
 def test_span_table_holds_nothing_from_an_earlier_or_failed_call_nor_inside_one_snapshot() -> None:
     conn = _temp_tables()
     with pytest.raises(sqlite3.OperationalError):
