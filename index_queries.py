@@ -573,7 +573,8 @@ def matching_texts(conn: sqlite3.Connection, texts: Mapping[int, tuple[str, str]
     def holds_with_parts(number: int, column: int, low: str, shape: Shape) -> bool:
         if (number, column) not in inside:
             inside[number, column] = identifier_parts(texts[number][column])
-        return bool(inside[number, column]) and _holds_shape(shape, f"{low}\n{inside[number, column].lower()}")
+        # Read already without them: only a match reaching into them can add one.
+        return bool(inside[number, column]) and _holds_shape(shape, f"{_last_words(low, shape.reach - 1)}\n{inside[number, column].lower()}")
 
     again = {
         number
@@ -623,27 +624,40 @@ class Shape(NamedTuple):
 
     lead: str  # the pattern's first piece
     pattern: re.Pattern[str]
+    reach: int  # how many words the string has from the pattern's first to its own last
 
 
 def _shape(pieces: Sequence[str]) -> Shape:
     """The Shape of a string of words whose pieces are ``pieces``: from its first piece of at least
-    MIN_PIECE_CHARS on, each piece at a word's start, the rest of its word, then separators up to
-    the next. A word's start is tested after its piece, so that the search looks for the piece's
-    letters first; shorter pieces before it are left out (one would be tried at every word's
-    start), and each is cut to MAX_SHAPE_PIECE_CHARS (the test reads it again)."""
+    MIN_PIECE_CHARS up to its next empty one, each piece at a word's start, the rest of its word,
+    then separators up to the next. A word's start is tested after its piece, so that the search
+    looks for the piece's letters first. Shorter pieces before it are left out (one would be tried
+    at every word's start), so are the words from an empty piece on ("i", "e": any word; each try
+    would step through the words after it), and each piece is cut to MAX_SHAPE_PIECE_CHARS (the
+    test reads it again)."""
     lead = next(number for number, piece in enumerate(pieces) if len(piece) >= MIN_PIECE_CHARS)
-    cut = [piece[:MAX_SHAPE_PIECE_CHARS] for piece in pieces[lead:]]
-    words = [
-        re.escape(piece) + (f"(?<![a-z0-9]{re.escape(piece)})" if piece else "(?<![a-z0-9])") + ("[a-z0-9]*" if piece else "[a-z0-9]+")
-        for piece in cut
-    ]
-    return Shape(cut[0], re.compile("[^a-z0-9]+".join(words)))
+    cut = [piece[:MAX_SHAPE_PIECE_CHARS] for piece in itertools.takewhile(bool, pieces[lead:])]
+    words = [re.escape(piece) + f"(?<![a-z0-9]{re.escape(piece)})[a-z0-9]*" for piece in cut]
+    return Shape(cut[0], re.compile("[^a-z0-9]+".join(words)), len(pieces) - lead)
 
 
 def _holds_shape(shape: Shape, lowered: str) -> bool:
     """Whether ``lowered`` (_searchable) may hold ``shape``: yes if it holds its first piece more
     than MAX_SHAPE_TRIES times (the search would try each; reading the text costs less)."""
     return lowered.count(shape.lead) > MAX_SHAPE_TRIES or shape.pattern.search(lowered) is not None
+
+
+_WORDS_BACK = re.compile(r"[^a-z0-9]*(?:[a-z0-9]+[^a-z0-9]*)?")
+
+
+def _last_words(lowered: str, count: int) -> str:
+    """The end of ``lowered`` (_searchable) that holds its last ``count`` words (all of it if it has fewer)."""
+    if count <= 0:
+        return ""
+    back, length = lowered[::-1], 0
+    for _ in range(count):
+        length = _WORDS_BACK.match(back, length).end()  # type: ignore[union-attr]  # it matches "" at worst
+    return lowered[len(lowered) - length:]
 
 
 def _pieces_can_tell(pieces: list[list[str]], texts: Mapping[int, tuple[str, str]]) -> bool:

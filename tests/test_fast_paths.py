@@ -280,10 +280,56 @@ def test_runs_of_one_word_or_letter_are_matched_as_a_single_read_does(text: str,
     assert index_queries.matching_texts(conn, texts, [part]) == _old_matching_texts(conn, texts, [part])
 
 
-def test_a_shape_is_looked_for_from_its_longest_piece_cut_short() -> None:
+def test_a_shape_is_looked_for_from_its_first_long_piece_to_its_next_empty_one_cut_short() -> None:
     assert index_queries._shape(["", "", "servic"]).lead == "servic"  # "i i service": not tried at every word's start
     assert index_queries._shape(["a", "servic", "restart"]).pattern.pattern.startswith("servic")
     assert index_queries._shape(["0" * 200, "0" * 200]).lead == "0" * index_queries.MAX_SHAPE_PIECE_CHARS
+    # "service i restart": "i" is any word, each try would step through the words after it.
+    shape = index_queries._shape(["servic", "", "restart"])
+    assert shape.pattern.pattern.count("[a-z0-9]*") == 1 and shape.reach == 3
+
+
+def test_long_words_after_a_phrases_lead_are_matched_as_a_single_read_does() -> None:
+    """A hostile review's case: 1,000 leads each followed by ten 180-letter words and "i" in the phrase."""
+    conn = _temp_tables()
+    text = (("service " + "a" * 180 + " ") * 1000)[:199_000] + " restart fooBar"
+    parts = ['"service ' + "i " * 10 + 'restart"', '"service e l restart"']
+    assert index_queries.matching_texts(conn, {0: ("", text)}, parts) == _old_matching_texts(conn, {0: ("", text)}, parts)
+
+
+@pytest.mark.parametrize(
+    ("texts", "part"),
+    [
+        # "LYical" adds "L Yical" after the text: the phrase ends in them, its shape ("anteness restartically",
+        # cut at the empty piece of "l") is two words before the text's end.
+        ({12: ("LYical, anteness restartically::", "x")}, '"anteness restartically l"'),
+        ({48: ("", "eedCallyyLieer fooBar-sseiest-53358189-")}, '"sseiest 53358189 eed"'),  # "eed": an empty piece
+    ],
+)
+def test_a_phrase_running_past_its_shape_into_identifier_words_is_found(texts: dict[int, tuple[str, str]], part: str) -> None:
+    """Found by fuzzing a fix of a hostile review's find: the text's words read again with the
+    identifiers' must reach back from the shape's first word to the phrase's end."""
+    conn = _temp_tables()
+    assert index_queries.matching_texts(conn, texts, [part]) == _old_matching_texts(conn, texts, [part]) != [(set(), set())]
+
+
+def test_a_text_holding_a_shape_in_its_own_words_is_not_read_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From a hostile review: its first read tried every match in its own words; only one reaching
+    into its identifiers' words can be added (it was read twice: 2-3x on prose with identifiers)."""
+    conn = _temp_tables()
+    counted: list[int] = []
+    real = index_queries._matched
+    monkeypatch.setattr(index_queries, "_matched", lambda conn, given, parts: counted.append(len(given)) or real(conn, given, parts))
+    texts = {0: ("", "serviceable restartless fooBar"), 1: ("", "start the serviceRestart now")}
+    assert index_queries.matching_texts(conn, texts, ['"service restart"']) == [({1}, set())]
+    assert counted == [1, 1]  # 0 read once; 1 read again with "service Restart"
+
+
+def test_the_last_words_of_a_text() -> None:
+    assert index_queries._last_words("  foo, bar-baz!! ", 2) == ", bar-baz!! "
+    assert index_queries._last_words("ab cd", 1) == " cd"
+    assert index_queries._last_words("x", 3) == "x"
+    assert index_queries._last_words("abc", 0) == ""
 
 
 def test_a_text_holding_a_shapes_first_piece_very_often_is_read_without_looking_for_it() -> None:
@@ -291,7 +337,7 @@ def test_a_text_holding_a_shapes_first_piece_very_often_is_read_without_looking_
         def search(self, text: str) -> None:
             raise AssertionError("searched")
 
-    shape = index_queries.Shape("000", Untried())  # type: ignore[arg-type]
+    shape = index_queries.Shape("000", Untried(), 1)  # type: ignore[arg-type]
     assert index_queries._holds_shape(shape, "0" * 3 * (index_queries.MAX_SHAPE_TRIES + 1))
     with pytest.raises(AssertionError, match="searched"):
         index_queries._holds_shape(shape, "000 then words")
