@@ -47,7 +47,7 @@ from query import (
     query_reading,
     quote,
 )
-from snippets import answering_spans, bare_hit, section_hit, section_snippets, showable
+from snippets import answering_spans, bare_hit, section_hit, section_snippets, showable, shown_score
 from sources import indexed_folders
 
 MAX_LIMIT = 100
@@ -271,8 +271,9 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str], Pag
             ) from None
         database.drop_reader(asking.db_path)
         raise IndexUnavailableError(str(asking.db_path), f"search failed: {database.problem_of(exc, asking.db_path)}") from exc
-    answers, first_of = _one_per_answer(page, leaders, asking.query) if asking.collapse else (page, list(range(len(page))))
-    results = [_result(group, sections, snippet_text, changed) for group in answers]
+    hits = {rowid: section_hit(section, snippet_text.get(rowid, ""), 0.0) for rowid, section in leaders.items()}
+    answers, first_of = _one_per_answer(page, leaders, hits, asking.query) if asking.collapse else (page, list(range(len(page))))
+    results = [_result(group, sections, hits, changed) for group in answers]
     warnings = list(dict.fromkeys(parsed.warnings + ([case_hint] if case_hint else []) + _hidden_warnings(loaded)))
     kept = _within_reply_budget(results)
     if kept < len(results):
@@ -323,28 +324,47 @@ def _ties_newest_first(page: list[list[tuple[int, float]]], sections: dict[int, 
 
 
 def _one_per_answer(
-    page: list[list[tuple[int, float]]], leaders: dict[int, dict], query: str
+    page: list[list[tuple[int, float]]], leaders: dict[int, dict], hits: dict[int, SearchHit], query: str
 ) -> tuple[list[list[tuple[int, float]]], list[int]]:
-    """The page's groups with those whose answering sections say the same (copies.answer_key: the
-    same text but for versions, dates and spacing) made one, in the place of the best-ranked, led
-    by the newest version among their leaders (copies.newest_first); and the place in ``page`` of
-    each one's first group. Versioned pages answer in one section alike while differing elsewhere."""
-    merged: dict[bytes, list[list[tuple[int, float]]]] = {}
+    """The page's groups that answer alike made one, in the place of the best-ranked, led by the
+    newest version among their leaders (copies.newest_first); and the place in ``page`` of each
+    one's first group. Alike: their answering sections say the same (copies.answer_key: the same
+    text but for versions, dates and spacing), or files of the same name would be shown alike,
+    under the same heading with the same snippet (versions of a page differing elsewhere in the
+    section: a reply showing both would say the same twice; the other's path is in also_in)."""
+    merged: list[list[list[tuple[int, float]]]] = []
+    slot_of: dict[object, int] = {}
     first_of: list[int] = []
     for place, group in enumerate(page):
-        key = copies.answer_key(str(leaders[group[0][0]]["body"])) if group[0][0] in leaders else bytes([place])
-        if key not in merged:
-            merged[key] = []
+        keys = _answer_keys(leaders[group[0][0]], hits[group[0][0]]) if group[0][0] in leaders else [place]
+        slot = next((slot_of[key] for key in keys if key in slot_of), None)
+        if slot is None:
+            slot = len(merged)
+            merged.append([])
             first_of.append(place)
-        merged[key].append(group)
+        slot_of.update((key, slot) for key in keys if key not in slot_of)
+        merged[slot].append(group)
     answers = []
-    for groups in merged.values():
+    for groups in merged:
         lead = copies.newest_first([str(leaders[group[0][0]]["path"]) for group in groups], query) if len(groups) > 1 else 0
         best = groups[0][0][1]
         leader = groups[lead]
         members = [member for group in groups if group is not leader for member in group]
         answers.append([(leader[0][0], best), *leader[1:], *members])
     return answers, first_of
+
+
+#: A snippet at least this long, under the same heading, shows the same answer (a shorter one may
+#: be a few words that many sections hold).
+MIN_ALIKE_SNIPPET_CHARS = 40
+
+
+def _answer_keys(leader: dict, hit: SearchHit) -> list[object]:
+    """What a result answers by (_one_per_answer): its answering section's text, and what it shows."""
+    keys: list[object] = [copies.answer_key(str(leader["body"]))]
+    if len(hit["snippet"]) >= MIN_ALIKE_SNIPPET_CHARS:
+        keys.append((hit["path"].rpartition("/")[2], hit["heading"], hit["snippet"]))
+    return keys
 
 
 def _hidden_warnings(loaded: Loaded) -> list[str]:
@@ -965,9 +985,10 @@ def _words(text: str) -> list[str]:
     return [w for w in _WORD.findall(text) if len(w) <= MAX_TERM_CHARS]
 
 
-def _result(group: list[tuple[int, float]], sections: dict[int, dict], snippets: dict[int, str], changed: set[int]) -> SearchHit:
-    """The hit for a group of files holding one text (see _first_groups): its first file's."""
+def _result(group: list[tuple[int, float]], sections: dict[int, dict], hits: dict[int, SearchHit], changed: set[int]) -> SearchHit:
+    """The hit for a group of files holding one text (see _first_groups): its first file's (made
+    already if it was shown with its text: ``hits``)."""
     (rowid, score), others = group[0], [str(sections[other]["path"]) for other, _ in group[1:]]
-    hit = section_hit(sections[rowid], snippets.get(rowid, ""), score) if "body" in sections[rowid] else bare_hit(sections[rowid], score)
+    hit: SearchHit = {**hits[rowid], "score": shown_score(score)} if rowid in hits else bare_hit(sections[rowid], score)
     hit.update(stale=rowid in changed, also_in=others[:MAX_ALSO_IN], also_in_count=len(others), tags=sections[rowid]["tags"])
     return hit

@@ -284,7 +284,7 @@ def section_hit(section: dict, snippet: str, score: float) -> SearchHit:
         "title": section["title"],
         "heading": section["heading"],
         "snippet": text,
-        "score": round(max(score, 1e-6), 6),
+        "score": shown_score(score),
         "line_start": start,
         "line_end": end,
         "last_modified": modified_time(section["mtime_ns"]),
@@ -294,12 +294,17 @@ def section_hit(section: dict, snippet: str, score: float) -> SearchHit:
     }
 
 
+def shown_score(score: float) -> float:
+    """A hit's score as a reply shows it: six decimals, and above 0 (bm25 of a match can round to 0)."""
+    return round(max(score, 1e-6), 6)
+
+
 def bare_hit(section: dict, score: float) -> SearchHit:
     """The hit for a loaded section without its text (search.searched_page's bare results): its
     heading and lines, no snippet."""
     shown = showable(section)
     return {
-        "path": section["path"], "title": shown["title"], "heading": shown["heading"], "snippet": "", "score": round(max(score, 1e-6), 6),
+        "path": section["path"], "title": shown["title"], "heading": shown["heading"], "snippet": "", "score": shown_score(score),
         "line_start": section["start_line"], "line_end": section["end_line"], "last_modified": modified_time(section["mtime_ns"]),
         "stale": False, "also_in": [], "also_in_count": 0,
     }

@@ -192,3 +192,29 @@ def test_every_copy_shown_apart_lists_equal_copies_newest_version_first(source: 
     assert len({hit["score"] for hit in every}) == 1
     named = search(config.db_path, "zqquokkaqz 7.4", collapse_duplicates=False)["results"]
     assert named[0]["path"] == "ref/7.4/about_Quokka.md"
+
+
+def _widgets(tail: str, other: str) -> str:
+    """A page whose section on tension ends in ``tail``, and 40 lines of its own about ``other``."""
+    intro = "Sprocket tension is set with the knurled dial on the left housing, clockwise to tighten it."
+    steps = "\n".join(f"Step {i}: note the reading of gauge number {i} in the log." for i in range(20))
+    own = "\n".join(f"The {other} part {i} is described here." for i in range(40))
+    return f"# About widgets\n\n## Tension\n\n{intro}\n\n{steps}\n\n{tail}\n\n## Other\n\n{own}\n"
+
+
+def test_versions_of_a_page_shown_alike_are_one_result(source: Path, indexer: TextIndexer, config: ServerConfig) -> None:
+    """Two versions whose answering section differs below what is shown (a sentence added, too much
+    for the pages to fold as copies) would show the same heading and snippet twice: one result, the
+    other in also_in. Another page shown alike, of another name, stays a result of its own."""
+    write(source, "5.1/about_widgets.md", _widgets("Older housings have no dial.", "bracket"))
+    write(source, "7.4/about_widgets.md", _widgets("Since 7.0 the dial also sets the sprocket speed; see about_speed.", "flange"))
+    write(source, "guides/widget_tension.md", _widgets("A guide of its own.", "gasket"))
+    indexer.scan()
+    results = search(config.db_path, "sprocket tension knurled dial")["results"]
+    shown = {(hit["heading"], hit["snippet"]) for hit in results}
+    assert len(shown) == 1, results  # all three are shown alike
+    versions = [hit for hit in results if hit["path"].endswith("about_widgets.md")]
+    assert len(versions) == 1 and len(versions[0]["also_in"]) == 1, results
+    assert [hit["path"] for hit in results if hit not in versions] == ["guides/widget_tension.md"]
+    apart = search(config.db_path, "sprocket tension knurled dial", collapse_duplicates=False)["results"]
+    assert len(apart) == 3
