@@ -260,7 +260,6 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str], Pag
                 page = _ties_newest_first(page, sections, asking.query)
             whole = page if asking.shown is None else page[:asking.shown]
             leaders, snippet_text = _shown_as_answers(conn, plan, feedback, loaded.with_text(conn, [group[0][0] for group in whole]))
-            earlier, earlier_leaders, earlier_hits = _shown_before(conn, plan, feedback, groups, asking, loaded)
             sections.update(leaders)
             suggestions = [] if ranked or asking.offset else suggest(conn, parsed)
     except sqlite3.Error as exc:
@@ -273,10 +272,7 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str], Pag
         database.drop_reader(asking.db_path)
         raise IndexUnavailableError(str(asking.db_path), f"search failed: {database.problem_of(exc, asking.db_path)}") from exc
     hits = {rowid: section_hit(section, snippet_text.get(rowid, ""), 0.0) for rowid, section in leaders.items()}
-    answers, first_of = (
-        _one_per_answer(page, {**earlier_leaders, **leaders}, {**earlier_hits, **hits}, asking.query, earlier)
-        if asking.collapse else (page, list(range(len(page))))
-    )
+    answers, first_of = _one_per_answer(page, leaders, hits, asking.query) if asking.collapse else (page, list(range(len(page))))
     results = [_result(group, sections, hits, changed) for group in answers]
     warnings = list(dict.fromkeys(parsed.warnings + ([case_hint] if case_hint else []) + _hidden_warnings(loaded)))
     kept = _within_reply_budget(results)
@@ -296,19 +292,6 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str], Pag
         {str(sections[group[0][0]]["path"]): group[0][0] for group in answers[:kept] if group[0][0] not in leaders},
         {str(sections[group[0][0]]["path"]): [str(sections[rowid]["path"]) for rowid, _ in group[1:]] for group in answers[:kept]},
     )
-
-
-def _shown_before(
-    conn: sqlite3.Connection, plan: MatchPlan, feedback: Sequence[str], groups: list[list[tuple[int, float]]], asking: Asking, loaded: Loaded
-) -> tuple[list[list[tuple[int, float]]], dict[int, dict], dict[int, SearchHit]]:
-    """The groups shown just before a page of a plain search that collapses copies (at most
-    ANSWERS_LOOKED_BACK), with their leaders and hits as that page showed them (_one_per_answer
-    leaves their answers out of this one); nothing for a first page."""
-    if not asking.collapse or asking.shown is not None or not asking.offset:
-        return [], {}, {}
-    earlier = [_led_by_newest(group, loaded.sections, asking.query) for group in groups[max(0, asking.offset - ANSWERS_LOOKED_BACK):asking.offset]]
-    leaders, snippet_text = _shown_as_answers(conn, plan, feedback, loaded.with_text(conn, [group[0][0] for group in earlier]))
-    return earlier, leaders, {rowid: section_hit(section, snippet_text.get(rowid, ""), 0.0) for rowid, section in leaders.items()}
 
 
 #: How _outdated keys the files left out for a folder on their way that cannot be entered.
@@ -341,21 +324,18 @@ def _ties_newest_first(page: list[list[tuple[int, float]]], sections: dict[int, 
 
 
 def _one_per_answer(
-    page: list[list[tuple[int, float]]], leaders: dict[int, dict], hits: dict[int, SearchHit], query: str,
-    earlier: Sequence[list[tuple[int, float]]] = (),
+    page: list[list[tuple[int, float]]], leaders: dict[int, dict], hits: dict[int, SearchHit], query: str
 ) -> tuple[list[list[tuple[int, float]]], list[int]]:
     """The page's groups that answer alike made one, in the place of the best-ranked, led by the
     newest version among their leaders (copies.newest_first); and the place in ``page`` of each
     one's first group. Alike: their answering sections say the same (copies.answer_key: the same
     text but for versions, dates and spacing), or files of the same name would be shown alike,
     under the same heading with the same snippet (versions of a page differing elsewhere in the
-    section: a reply showing both would say the same twice; the other's path is in also_in).
-    Groups alike to one of ``earlier`` (the groups shown just before the page, their leaders and
-    hits among ``leaders`` and ``hits``) are left out: that answer was shown."""
+    section: a reply showing both would say the same twice; the other's path is in also_in)."""
     merged: list[list[list[tuple[int, float]]]] = []
     slot_of: dict[object, int] = {}
     first_of: list[int] = []
-    for place, group in enumerate([*earlier, *page], -len(earlier)):
+    for place, group in enumerate(page):
         keys = _answer_keys(leaders[group[0][0]], hits[group[0][0]]) if group[0][0] in leaders else [place]
         slot = next((slot_of[key] for key in keys if key in slot_of), None)
         if slot is None:
@@ -371,13 +351,9 @@ def _one_per_answer(
         leader = groups[lead]
         members = [member for group in groups if group is not leader for member in group]
         answers.append([(leader[0][0], best), *leader[1:], *members])
-    shown_here = [number for number, place in enumerate(first_of) if place >= 0]
-    return [answers[number] for number in shown_here], [first_of[number] for number in shown_here]
+    return answers, first_of
 
 
-#: A page of a search leaves out the answers of this many results before it (the page before, for
-#: an agent reading on with limit 10): each costs an answering span, as on its own page.
-ANSWERS_LOOKED_BACK = 10
 #: A snippet at least this long, under the same heading, shows the same answer (a shorter one may
 #: be a few words that many sections hold).
 MIN_ALIKE_SNIPPET_CHARS = 40

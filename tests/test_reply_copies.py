@@ -218,21 +218,3 @@ def test_versions_of_a_page_shown_alike_are_one_result(source: Path, indexer: Te
     assert [hit["path"] for hit in results if hit not in versions] == ["guides/widget_tension.md"]
     apart = search(config.db_path, "sprocket tension knurled dial", collapse_duplicates=False)["results"]
     assert len(apart) == 3
-
-
-def test_a_page_leaves_out_the_answers_the_page_before_showed(source: Path, indexer: TextIndexer, config: ServerConfig) -> None:
-    """Paging on (limit 1 here) does not show again what the page before showed: the other
-    version of the page, shown alike, is left out of the next one; the other page is not."""
-    write(source, "5.1/about_widgets.md", _widgets("Older housings have no dial.", "bracket"))
-    write(source, "7.4/about_widgets.md", _widgets("Since 7.0 the dial also sets the sprocket speed; see about_speed.", "flange"))
-    write(source, "guides/widget_tension.md", _widgets("A guide of its own.", "gasket"))
-    indexer.scan()
-    shown, offset = [], 0
-    while offset is not None:
-        reply = search(config.db_path, "sprocket tension knurled dial", limit=1, offset=offset)
-        shown += [hit["path"].rpartition("/")[2] for hit in reply["results"]]
-        offset = reply["next_offset"]
-    assert sorted(shown) == ["about_widgets.md", "widget_tension.md"]
-    every = [hit["path"] for offset in range(3) for hit in search(config.db_path, "sprocket tension knurled dial", limit=1, offset=offset,
-                                                                    collapse_duplicates=False)["results"]]
-    assert len(set(every)) == 3
