@@ -115,6 +115,15 @@ def version_in(name: str) -> tuple[int, ...] | None:
     return tuple(int(part) for part in found[0].split(".")) if len(found) == 1 else None
 
 
+def versionless(path: str) -> str:
+    """``path`` with the version in each folder or file name that carries one (version_in) as "*":
+    the versions of a page ("5.1/about_x.md", "7.4/about_x.md") have one ("*/about_x.md")."""
+    folders, _, name = path.rpartition("/")
+    stem, dot, extension = name.rpartition(".") if "." in name else (name, "", "")
+    parts = [_VERSION.sub("*", part) if version_in(part) else part for part in folders.split("/")] if folders else []
+    return "/".join([*parts, (_VERSION.sub("*", stem) + dot + extension) if version_in(stem) else name])
+
+
 def newest_first(paths: list[str], query: str) -> int:
     """Which of ``paths`` (copies of one text) is to lead their result: when they differ only in
     one folder or file name, at the same place, and each of those names carries a version, the

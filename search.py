@@ -329,9 +329,10 @@ def _one_per_answer(
     """The page's groups that answer alike made one, in the place of the best-ranked, led by the
     newest version among their leaders (copies.newest_first); and the place in ``page`` of each
     one's first group. Alike: their answering sections say the same (copies.answer_key: the same
-    text but for versions, dates and spacing), or files of the same name would be shown alike,
-    under the same heading with the same snippet (versions of a page differing elsewhere in the
-    section: a reply showing both would say the same twice; the other's path is in also_in)."""
+    text but for versions, dates and spacing), or versions of one page (paths the same but for
+    names carrying a version: copies.versionless) would be shown alike, under the same heading
+    with the same snippet (their sections differing below it: a reply showing both would say the
+    same twice; the other's path is in also_in)."""
     merged: list[list[list[tuple[int, float]]]] = []
     slot_of: dict[object, int] = {}
     first_of: list[int] = []
@@ -363,7 +364,7 @@ def _answer_keys(leader: dict, hit: SearchHit) -> list[object]:
     """What a result answers by (_one_per_answer): its answering section's text, and what it shows."""
     keys: list[object] = [copies.answer_key(str(leader["body"]))]
     if len(hit["snippet"]) >= MIN_ALIKE_SNIPPET_CHARS:
-        keys.append((hit["path"].rpartition("/")[2], hit["heading"], hit["snippet"]))
+        keys.append((copies.versionless(hit["path"]), hit["heading"], hit["snippet"]))
     return keys
 
 

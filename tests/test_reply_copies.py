@@ -218,3 +218,33 @@ def test_versions_of_a_page_shown_alike_are_one_result(source: Path, indexer: Te
     assert [hit["path"] for hit in results if hit not in versions] == ["guides/widget_tension.md"]
     apart = search(config.db_path, "sprocket tension knurled dial", collapse_duplicates=False)["results"]
     assert len(apart) == 3
+
+
+def test_pages_of_one_name_in_other_folders_shown_alike_stay_apart(source: Path, indexer: TextIndexer, config: ServerConfig) -> None:
+    """From a hostile review: three packages' CHANGELOG.md open their 3.0.0 breaking changes with
+    the same long line, then list their own. Shown alike, they are not versions of one page (their
+    paths differ in a name without a version): three results, each package's changes reachable."""
+    shared = ("- Dropped support for Node.js 16 and older; Node.js 18 or later is now required, because Node.js 16 reached its"
+              " end of life in September 2023 and no longer receives security updates from the OpenJS Foundation.")
+    own = {"router": "- Renamed `route()` to `match()`.\n- Removed the `strict` option.",
+           "store": "- The `persist` plugin is now a separate package.", "forms": "- Validation runs on blur by default."}
+    for package, changes in own.items():
+        write(source, f"packages/{package}/CHANGELOG.md",
+              f"# Changelog\n\n## 3.0.0\n\n### Breaking changes\n\n{shared}\n{changes}\n\n## 2.4.0\n\n- Small fixes in {package}.\n")
+    indexer.scan()
+    results = search(config.db_path, "breaking changes 3.0.0")["results"]
+    assert len(results) == 3 and not any(hit["also_in"] for hit in results), [(hit["path"], hit["also_in"]) for hit in results]
+
+
+@pytest.mark.parametrize(
+    ("path", "without"),
+    [
+        ("reference/5.1/Core/about_Signing.md", "reference/*/Core/about_Signing.md"),
+        ("powershell-7.4/x.md", "powershell-*/x.md"),
+        ("docs/v2/guide-v3.md", "docs/*/guide-*.md"),
+        ("packages/router/CHANGELOG.md", "packages/router/CHANGELOG.md"),
+        ("notes/2024-05-01.md", "notes/2024-05-01.md"),  # a date is not one version: not a version of another day's notes
+    ],
+)
+def test_a_path_without_its_versions(path: str, without: str) -> None:
+    assert copies.versionless(path) == without
