@@ -14,6 +14,7 @@ new models.INDEX_FORMAT.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -115,6 +116,7 @@ def version_in(name: str) -> tuple[int, ...] | None:
     return tuple(int(part) for part in found[0].split(".")) if len(found) == 1 else None
 
 
+@functools.lru_cache(maxsize=4096)  # a search makes it for each result it shows; the same files come back
 def versionless(path: str) -> str:
     """``path`` with the version in each folder or file name that carries one (version_in) as "*":
     the versions of a page ("5.1/about_x.md", "7.4/about_x.md") have one ("*/about_x.md")."""
