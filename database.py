@@ -270,7 +270,9 @@ def reader(db_path: Path) -> sqlite3.Connection:
         raise IndexUnavailableError(str(db_path), f"cannot open: {problem_of(exc, db_path)}") from None
     if version != SCHEMA_VERSION:
         conn.close()
-        raise IndexUnavailableError(str(db_path), NOT_YET, not_made_yet=True)
+        if version == 0:  # its first scan has not written its schema yet
+            raise IndexUnavailableError(str(db_path), NOT_YET, not_made_yet=True)
+        raise IndexUnavailableError(str(db_path), f"its format ({version}) is not this version's ({SCHEMA_VERSION}); the next scan rebuilds it")
     cached[db_path] = (conn, inode)
     return conn
 

@@ -176,6 +176,18 @@ def index_file_problem(st: os.stat_result) -> str | None:
     return None
 
 
+def index_bytes(db_path: Path) -> int:
+    """The bytes of the index at ``db_path`` and its WAL; a file that is not there or cannot be
+    seen (a folder not ours to enter) counts 0."""
+    total = 0
+    for path in (db_path, Path(f"{db_path}-wal")):
+        try:
+            total += path.stat().st_size
+        except OSError:
+            pass
+    return total
+
+
 def other_settings_indexes(db_path: Path) -> list[Path]:
     """Index files of the same source built with other settings (see ServerConfig.db_path)."""
     prefix = db_path.name[: -len(DB_SUFFIX)].rsplit("-", 1)[0] + "-"

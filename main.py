@@ -280,7 +280,7 @@ def cmd_index(config: ServerConfig, args: argparse.Namespace) -> int:
         ), file=sys.stderr)
         for error in reply["errors"]:
             print(f"  error: {printable(named + error)}", file=sys.stderr)
-    size = sum(p.stat().st_size for p in (config.db_path, Path(f"{config.db_path}-wal")) if p.exists()) / (1024 * 1024)
+    size = index_files.index_bytes(config.db_path) / (1024 * 1024)
     print(f"{size:.1f} MB in {time.monotonic() - reporter.started:.1f}s -> {printable(str(config.db_path))}", file=sys.stderr)
     return 0 if all(reply["success"] for _, reply, _ in replies) else 1
 
@@ -456,7 +456,7 @@ def read_on_hint(reply: DocumentReply, end_line: int | None) -> str:
 
 def other_settings_hint(config: ServerConfig) -> str:
     """When this source has no index for these settings but has one for others, say so."""
-    if config.db_path.exists():
+    if os.path.exists(config.db_path):  # False, not an error, where the folder cannot be entered
         return ""
     others = index_files.other_settings_indexes(config.db_path)
     if not others:
@@ -511,7 +511,7 @@ def cmd_status(config: ServerConfig, args: argparse.Namespace) -> int:
     hint = other_settings_hint(config)
     if hint and status["last_error"]:
         status["last_error"] += hint
-    unopened = unopened_state(status, config.db_path.exists())
+    unopened = unopened_state(status, os.path.exists(config.db_path))
     if args.json:
         print_json(status)
     else:

@@ -10,7 +10,6 @@ import json
 from collections import Counter
 import os
 import sqlite3
-from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 import database
@@ -76,7 +75,7 @@ def read_status(
     if state == "idle" and last_error and meta.get("last_error_of") == "scan":
         state = "error"  # the last scan could not list the source (gone, unreadable): it is not up to date
     saved = max(int(meta.get("errors_encountered") or 0), indexer.saved_errors if indexer else failed.errors if failed else 0)
-    size = sum(p.stat().st_size for p in (db_path, Path(f"{db_path}-wal")) if p.exists())
+    size = index_files.index_bytes(db_path)
     return {
         "source_directory": str(config.source_directory),
         "index_path": str(db_path),

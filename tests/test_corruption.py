@@ -4,8 +4,10 @@ rebuilds where it can, and writes nothing but JSON-RPC to stdout."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from reliability_helpers import (
-    RelCorpus, RelStdioServer, rel_db_path, rel_integrity, rel_mount_tmpfs, rel_run_main, rel_umount,
+    RelCorpus, RelStdioServer, rel_db_path, rel_integrity, rel_mount_tmpfs, rel_run_main, rel_umount, rel_unprivileged,
 )
 
 
@@ -145,6 +147,31 @@ def test_status_says_error_while_the_index_cannot_be_read_and_idle_once_rebuilt(
         status = server.status()
         assert status["state"] == "idle" and "last_error" not in status and status["indexed_files"] == len(corpus.versions), status
         assert_recovered(server, corpus, db)
+
+
+def test_status_of_an_index_folder_it_cannot_enter_is_error_not_a_traceback(indexed) -> None:
+    """From a hostile review: the index's size was read with Path.exists, which raised."""
+    source, index_dir, _, _ = indexed
+    prefix = rel_unprivileged()
+    os.chmod(index_dir, 0)
+    try:
+        done = rel_run_main("status", "--source", str(source), "--index-dir", str(index_dir), "--json", prefix=prefix)
+    finally:
+        os.chmod(index_dir, 0o700)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 1 and json.loads(done.stdout)["state"] == "error"
+
+
+def test_status_of_an_index_of_another_format_is_error_naming_it(indexed) -> None:
+    """From a hostile review: any other schema version was "not initialised yet" (starting, exit 0);
+    only a file whose schema is not written yet is."""
+    source, index_dir, db, _ = indexed
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA user_version = 999")
+    conn.close()
+    done = rel_run_main("status", "--source", str(source), "--index-dir", str(index_dir), "--json")
+    status = json.loads(done.stdout)
+    assert done.returncode == 1 and status["state"] == "error" and "its format (999)" in status["last_error"], status
 
 
 @pytest.fixture
