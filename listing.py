@@ -35,7 +35,7 @@ def list_files(
     try:
         conn = database.reader(config.db_path)
     except IndexUnavailableError as exc:
-        why = "nothing is indexed yet" if exc.reason == database.NOT_YET or not config.db_path.exists() else f"the index cannot be read now: {exc.reason}"
+        why = "nothing is indexed yet" if exc.not_made_yet else f"the index cannot be read now: {exc.reason}"
         return {"files": [], "total": 0, "has_more": False, "next_offset": None, "warnings": [why]}
     try:
         with database.snapshot(conn):

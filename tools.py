@@ -2,6 +2,7 @@
 
 import json
 import logging
+import os
 import sqlite3
 import threading
 from collections import Counter
@@ -80,7 +81,7 @@ def server_instructions(config: ServerConfig) -> str:
     """The MCP instructions: the folders served and what each holds, from the index if there is
     one (without the writer's lock or a scan): the count its last scan kept, else counted now."""
     formats: dict[str, Counter[str]] = {source.name: Counter() for source in config.sources}
-    if config.db_path.exists():
+    if os.path.exists(config.db_path):  # False, not an error, where the index folder cannot be entered
         try:
             conn = database.reader(config.db_path)
             meta = index_queries.meta_values(conn)
