@@ -150,22 +150,24 @@ def show_sections(db_path: Path, query: str, feedback: Sequence[str], bare: Mapp
             plan = plan_within_bounds(conn, parsed)
             found = index_queries.load_sections(conn, list(bare.values()))
             sections = {rowid: showable(section) for rowid, section in found.items() if bare.get(str(section["path"])) == rowid}
-            leaders, snippet_text = _shown_as_answers(conn, plan, feedback, sections)
+            _, hits = _shown_as_answers(conn, plan, feedback, sections)
     except sqlite3.Error as exc:
         database.drop_reader(db_path)
         raise IndexUnavailableError(str(db_path), f"search failed: {database.problem_of(exc, db_path)}") from exc
-    return {str(section["path"]): section_hit(section, snippet_text.get(rowid, ""), 0.0) for rowid, section in leaders.items()}
+    return {str(hit["path"]): hit for hit in hits.values()}
 
 
 def _shown_as_answers(
     conn: sqlite3.Connection, plan: MatchPlan, feedback: Sequence[str], sections: dict[int, dict]
-) -> tuple[dict[int, dict], dict[int, str]]:
+) -> tuple[dict[int, dict], dict[int, SearchHit]]:
     """``sections`` (loaded with their text) each narrowed to the heading span that holds the
-    searched words best (snippets.answering_spans), and their snippets. Both look for the user's
-    own words; a file found only by ``feedback`` words is shown with those."""
+    searched words best (snippets.answering_spans), and the hit shown for each (its snippet, its
+    score 0 until a result sets it). Both look for the user's own words; a file found only by
+    ``feedback`` words is shown with those."""
     highlights = [plan.shown, [quote([word]) for word in feedback]]
     leaders = answering_spans(conn, highlights, sections)
-    return leaders, section_snippets(conn, highlights, leaders)
+    snippet_text = section_snippets(conn, highlights, leaders)
+    return leaders, {rowid: section_hit(section, snippet_text.get(rowid, ""), 0.0) for rowid, section in leaders.items()}
 
 
 #: Results are paged up to this offset.
@@ -259,7 +261,7 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str], Pag
             if not asking.collapse:
                 page = _ties_newest_first(page, sections, asking.query)
             whole = page if asking.shown is None else page[:asking.shown]
-            leaders, snippet_text = _shown_as_answers(conn, plan, feedback, loaded.with_text(conn, [group[0][0] for group in whole]))
+            leaders, hits = _shown_as_answers(conn, plan, feedback, loaded.with_text(conn, [group[0][0] for group in whole]))
             sections.update(leaders)
             suggestions = [] if ranked or asking.offset else suggest(conn, parsed)
     except sqlite3.Error as exc:
@@ -271,7 +273,6 @@ def _answer(asking: Asking, limits: Limits) -> tuple[SearchReply, list[str], Pag
             ) from None
         database.drop_reader(asking.db_path)
         raise IndexUnavailableError(str(asking.db_path), f"search failed: {database.problem_of(exc, asking.db_path)}") from exc
-    hits = {rowid: section_hit(section, snippet_text.get(rowid, ""), 0.0) for rowid, section in leaders.items()}
     answers, first_of = _one_per_answer(page, leaders, hits, asking.query) if asking.collapse else (page, list(range(len(page))))
     results = [_result(group, sections, hits, changed) for group in answers]
     warnings = list(dict.fromkeys(parsed.warnings + ([case_hint] if case_hint else []) + _hidden_warnings(loaded)))
