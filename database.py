@@ -244,14 +244,21 @@ _reader_local = threading.local()
 
 
 def reader(db_path: Path) -> sqlite3.Connection:
-    """This thread's reading connection to ``db_path`` (reopened if the file was replaced)."""
+    """This thread's reading connection to ``db_path`` (reopened if the file was replaced; refused if
+    it was overwritten in place with what is not a database: see starts_as_database)."""
     cached = getattr(_reader_local, "conns", None)
     if cached is None:
         cached = _reader_local.conns = {}
-    inode = _readable_index(db_path)
+    identity = _readable_index(db_path)
     entry = cached.get(db_path)
-    if entry is not None and entry[1] == inode:
+    if entry is not None and entry[1] == identity:
         return entry[0]
+    if entry is not None and entry[1][0] == identity[0]:  # the same file, written since it was opened
+        if starts_as_database(db_path):
+            cached[db_path] = (entry[0], identity)
+            return entry[0]
+        drop_reader(db_path)
+        raise IndexUnavailableError(str(db_path), f"it is {NOT_A_DATABASE}", damaged=True)
     if entry is not None:
         entry[0].close()
     try:
@@ -267,20 +274,37 @@ def reader(db_path: Path) -> sqlite3.Connection:
         conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.sections_positions USING fts5vocab(main, sections_fts, instance)")
         version = conn.execute("PRAGMA user_version").fetchone()[0]
     except sqlite3.Error as exc:
-        raise IndexUnavailableError(str(db_path), f"cannot open: {problem_of(exc, db_path)}") from None
+        raise IndexUnavailableError(str(db_path), f"cannot open: {problem_of(exc, db_path)}", damaged=is_corruption(exc)) from None
     if version != SCHEMA_VERSION:
         conn.close()
         if version == 0:  # its first scan has not written its schema yet
             raise IndexUnavailableError(str(db_path), NOT_YET, not_made_yet=True)
         raise IndexUnavailableError(str(db_path), f"its format ({version}) is not this version's ({SCHEMA_VERSION}); the next scan rebuilds it")
-    cached[db_path] = (conn, inode)
+    cached[db_path] = (conn, identity)
     return conn
 
 
-def _readable_index(db_path: Path) -> int:
-    """The inode of the index file at ``db_path``, after the checks a writer makes when it opens
-    it (see check_index_directory, index_file_problem): a reader never follows a link to another
-    index, nor reads one that another user could have put there."""
+#: What an SQLite database file starts with (its header's first 16 bytes).
+SQLITE_MAGIC = b"SQLite format 3\x00"
+NOT_A_DATABASE = "not an SQLite database: it was overwritten in place"
+
+
+def starts_as_database(db_path: Path) -> bool:
+    """True if the file at ``db_path`` starts as an SQLite database does, or is empty (a new one).
+    A connection's page cache answers from what it read before a file was overwritten in place
+    (same inode, no lock taken): its first bytes tell that it was, at the cost of one small read."""
+    try:
+        with open(db_path, "rb") as file:
+            head = file.read(len(SQLITE_MAGIC))
+    except OSError:
+        return True  # gone or unreadable now: opening it says which
+    return head in (b"", SQLITE_MAGIC)
+
+
+def _readable_index(db_path: Path) -> tuple[int, int, int]:
+    """The inode, size and modification time of the index file at ``db_path``, after the checks a
+    writer makes when it opens it (see check_index_directory, index_file_problem): a reader never
+    follows a link to another index, nor reads one that another user could have put there."""
     try:
         check_index_directory(db_path.parent)
         st = os.lstat(db_path)
@@ -291,7 +315,7 @@ def _readable_index(db_path: Path) -> int:
     problem = index_file_problem(st)
     if problem:
         raise IndexUnavailableError(str(db_path), f"it is {problem}; not reading it (the next scan moves it aside)")
-    return st.st_ino
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def drop_reader(db_path: Path) -> None:

@@ -79,11 +79,13 @@ class ArgumentError(DocSearchError):
 class IndexUnavailableError(DocSearchError):
     """The index database cannot be opened or used right now."""
 
-    def __init__(self, db_path: str, reason: str, *, not_made_yet: bool = False) -> None:
+    def __init__(self, db_path: str, reason: str, *, not_made_yet: bool = False, damaged: bool = False) -> None:
         self.db_path = db_path
         self.reason = reason
         #: No index yet (its first scan has not made it): nothing is wrong.
         self.not_made_yet = not_made_yet
+        #: The file is damaged or not a database: the next scan moves it aside and rebuilds it.
+        self.damaged = damaged
         super().__init__(f"index {db_path}: {reason}")
 
 

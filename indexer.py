@@ -343,13 +343,14 @@ class TextIndexer:
 
     def _check_index_file(self) -> None:
         """Reopen an index file deleted or replaced under the writer (one stat per scan), and check
-        its integrity then or when a reader saw the index fail."""
+        its integrity then, when a reader saw the index fail, or when its first bytes are not a
+        database's (overwritten in place: the writer's page cache would not see it)."""
         replaced = self.writer.file_replaced()
         if replaced:
             self._carry_error_count()
             self._record_error(f"the index file {self.writer.db_path} was deleted or replaced while in use; reopening it")
             self.writer.reopen()
-        if replaced or self.damage_suspected:
+        if replaced or self.damage_suspected or not database.starts_as_database(self.writer.db_path):
             self.damage_suspected = False
             self.check_integrity(sections_too=not replaced)  # a reader saw damage: look everywhere
 

@@ -29,18 +29,24 @@ def read_status(
     """Status as the index and its writer record it (any process reads the same), with this
     process's own scan progress when it is the one scanning, and its own problems (an index it
     cannot open); ``watching``: this process's watcher, else what a server recorded."""
+    return _status_and_reading(config, indexer, startup_error, watching)[0]
+
+
+def _status_and_reading(
+    config: ServerConfig, indexer: TextIndexer | None, startup_error: str | None, watching: WatchState | None
+) -> tuple[StatusReply, bool]:
+    """read_status, and whether the index is there and cannot be read now (counted as one error)."""
     db_path = config.db_path
     prefix = config.key_prefix(config.source.name)
     counts: dict = {"indexed_files": 0, "total_documents": 0, "fallback_decoded_files": 0, "meta": {}}
     problem = startup_error
-    unreadable = False  # the index is there and cannot be read now
+    unreadable = False
     try:
         counts = index_queries.index_counts(database.reader(db_path), prefix)
     except (IndexUnavailableError, sqlite3.Error) as exc:
         database.drop_reader(db_path)
         unreadable = not getattr(exc, "not_made_yet", False)
-        problem = problem or (f"the index cannot be read ({exc}); the next scan (refresh_index) checks it and rebuilds it if damaged"
-                              if unreadable else str(exc))
+        problem = problem or (_unreadable_problem(exc) if unreadable else str(exc))
         if indexer is not None:
             indexer.suspect_damage()
     meta = index_queries.source_meta(counts["meta"], prefix)
@@ -76,7 +82,7 @@ def read_status(
         state = "error"  # the last scan could not list the source (gone, unreadable): it is not up to date
     saved = max(int(meta.get("errors_encountered") or 0), indexer.saved_errors if indexer else failed.errors if failed else 0)
     size = index_files.index_bytes(db_path)
-    return {
+    reply: StatusReply = {
         "source_directory": str(config.source_directory),
         "index_path": str(db_path),
         "state": state,
@@ -92,6 +98,16 @@ def read_status(
         "writer_pid": writer.pid if writer is not None else None,
         "watching": _watching_reply(watching, meta.get("watching")),
     }
+    return reply, unreadable
+
+
+def _unreadable_problem(exc: BaseException) -> str:
+    """What status says of an index that is there and cannot be read: what the next scan does about
+    it, where it does something (a damaged file is moved aside and rebuilt; a lack of permission
+    is the user's to mend)."""
+    if getattr(exc, "damaged", False) or database.is_corruption(exc):
+        return f"the index cannot be read ({exc}); the next scan (refresh_index) moves it aside and rebuilds it"
+    return f"the index cannot be read ({exc})"
 
 
 def _phase_of(recorded: str, config: ServerConfig) -> str | None:
@@ -106,14 +122,15 @@ def server_status(config: ServerConfig, daemons: Daemons | None) -> StatusReply:
     totals and, in ``sources``, each source's own (its name, folder, files, state, errors, watching)."""
     loops = daemons.loops if daemons is not None else {}
 
-    def of(source: Source) -> StatusReply:
+    def of(source: Source) -> tuple[StatusReply, bool]:
         loop = loops.get(source.name)
         own = (loop.indexer, loop.startup_error, loop.watch_state) if loop is not None else (None, None, None)
-        return advised(read_status(config.for_source(source), *own))
+        reply, unreadable = _status_and_reading(config.for_source(source), *own)
+        return advised(reply), unreadable
 
     if not config.several:
-        return of(config.sources[0])
-    parts = [of(source) for source in config.sources]
+        return of(config.sources[0])[0]
+    parts, unreadable = zip(*map(of, config.sources))
     states = {part["state"] for part in parts}
     state = next((s for s in ("error", "indexing", "starting") if s in states), "idle")
     first = parts[0]
@@ -129,7 +146,8 @@ def server_status(config: ServerConfig, daemons: Daemons | None) -> StatusReply:
         "indexed_files": sum(part["indexed_files"] for part in parts),
         "total_documents": sum(part["total_documents"] for part in parts),
         "index_size_mb": first["index_size_mb"],
-        "errors_encountered": sum(part["errors_encountered"] for part in parts),
+        # The sources share one index file: one that cannot be read is one error, however many read it.
+        "errors_encountered": sum(part["errors_encountered"] for part in parts) - max(0, sum(unreadable) - 1),
         "last_scan": max((part["last_scan"] for part in parts if part["last_scan"]), default=None),
         "skipped_files": dict(sum((Counter(part["skipped_files"]) for part in parts), Counter())),
         "fallback_decoded_files": sum(part["fallback_decoded_files"] for part in parts),

@@ -149,6 +149,66 @@ def test_status_says_error_while_the_index_cannot_be_read_and_idle_once_rebuilt(
         assert_recovered(server, corpus, db)
 
 
+def test_an_index_overwritten_in_place_under_a_server_is_error_and_one_refresh_rebuilds_it(indexed) -> None:
+    """From a hostile review: garbage written over the file (same inode, no lock) was not seen, the
+    server's reader answering from its page cache: status said idle, and the first refresh_index
+    succeeded with 0 files (only a second one rebuilt)."""
+    source, index_dir, db, corpus = indexed
+    with RelStdioServer("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0") as server:
+        assert server.wait_for_scan()["state"] == "idle"
+        inode = db.stat().st_ino
+        not_sqlite(db)
+        assert db.stat().st_ino == inode
+        status = server.status()
+        assert status["state"] == "error" and "moves it aside and rebuilds it" in status["last_error"], status
+        refreshed = server.call("refresh_index")
+        assert not refreshed["isError"], refreshed
+        status = server.status()
+        assert status["state"] == "idle" and status["indexed_files"] == len(corpus.versions), status
+        assert_recovered(server, corpus, db)
+
+
+def test_one_refresh_rebuilds_an_index_overwritten_in_place_before_anything_reads_it(indexed) -> None:
+    """The scan itself sees a file that no longer starts as a database (nothing suspected damage)."""
+    source, index_dir, db, corpus = indexed
+    with RelStdioServer("--source", str(source), "--index-dir", str(index_dir), "--scan-interval", "0") as server:
+        assert server.wait_for_scan()["state"] == "idle"
+        not_sqlite(db)
+        refreshed = server.call("refresh_index")
+        assert not refreshed["isError"] and refreshed["structuredContent"]["files_processed"] == len(corpus.versions), refreshed
+        assert_recovered(server, corpus, db)
+
+
+def test_several_sources_count_one_unreadable_index_once(tmp_path: Path) -> None:
+    """From a hostile review: the sources share one index file, which was counted once per source."""
+    a, b, index_dir = tmp_path / "a", tmp_path / "b", tmp_path / "idx"
+    for folder in (a, b):
+        folder.mkdir()
+        (folder / "n.md").write_text("# n\nriver\n")
+    args = ("--source", f"a={a}", "--source", f"b={b}", "--index-dir", str(index_dir))
+    assert rel_run_main("index", *args).returncode == 0
+    db = Path(json.loads(rel_run_main("status", *args, "--json").stdout)["index_path"])
+    not_sqlite(db)
+    status = json.loads(rel_run_main("status", *args, "--json").stdout)
+    assert status["state"] == "error" and status["errors_encountered"] == 1, status
+    assert [part["state"] for part in status["sources"]] == ["error", "error"], status
+
+
+def test_status_of_an_index_it_may_not_read_names_that_and_promises_no_rebuild(indexed) -> None:
+    """From a hostile review: a permission problem was said to be mended by the next scan, which
+    rebuilds only a damaged file."""
+    source, index_dir, db, _ = indexed
+    prefix = rel_unprivileged()
+    os.chmod(db, 0)
+    try:
+        done = rel_run_main("status", "--source", str(source), "--index-dir", str(index_dir), "--json", prefix=prefix)
+    finally:
+        os.chmod(db, 0o600)
+    status = json.loads(done.stdout)
+    assert done.returncode == 1 and status["state"] == "error", status
+    assert "cannot be read" in status["last_error"] and "rebuild" not in status["last_error"], status
+
+
 def test_status_of_an_index_folder_it_cannot_enter_is_error_not_a_traceback(indexed) -> None:
     """From a hostile review: the index's size was read with Path.exists, which raised."""
     source, index_dir, _, _ = indexed
