@@ -244,8 +244,9 @@ _reader_local = threading.local()
 
 
 def reader(db_path: Path) -> sqlite3.Connection:
-    """This thread's reading connection to ``db_path`` (reopened if the file was replaced; refused if
-    it was overwritten in place with what is not a database: see starts_as_database)."""
+    """This thread's reading connection to ``db_path``, opened again when the file was replaced or
+    written since (its size or time changed): a connection's page cache answers from what it read
+    before, and a file written over in place (same inode, no lock taken) would go unseen."""
     cached = getattr(_reader_local, "conns", None)
     if cached is None:
         cached = _reader_local.conns = {}
@@ -253,13 +254,10 @@ def reader(db_path: Path) -> sqlite3.Connection:
     entry = cached.get(db_path)
     if entry is not None and entry[1] == identity:
         return entry[0]
-    if entry is not None and entry[1][0] == identity[0]:  # the same file, written since it was opened
-        if starts_as_database(db_path):
-            cached[db_path] = (entry[0], identity)
-            return entry[0]
-        drop_reader(db_path)
-        raise IndexUnavailableError(str(db_path), f"it is {NOT_A_DATABASE}", damaged=True)
     if entry is not None:
+        # SQLite's close, unlike one of Python's, keeps the locks other connections of this
+        # process hold on the file (https://www.sqlite.org/howtocorrupt.html, 2.2): the file is
+        # never opened here but through SQLite.
         entry[0].close()
     try:
         conn = sqlite3.connect(
@@ -282,23 +280,6 @@ def reader(db_path: Path) -> sqlite3.Connection:
         raise IndexUnavailableError(str(db_path), f"its format ({version}) is not this version's ({SCHEMA_VERSION}); the next scan rebuilds it")
     cached[db_path] = (conn, identity)
     return conn
-
-
-#: What an SQLite database file starts with (its header's first 16 bytes).
-SQLITE_MAGIC = b"SQLite format 3\x00"
-NOT_A_DATABASE = "not an SQLite database: it was overwritten in place"
-
-
-def starts_as_database(db_path: Path) -> bool:
-    """True if the file at ``db_path`` starts as an SQLite database does, or is empty (a new one).
-    A connection's page cache answers from what it read before a file was overwritten in place
-    (same inode, no lock taken): its first bytes tell that it was, at the cost of one small read."""
-    try:
-        with open(db_path, "rb") as file:
-            head = file.read(len(SQLITE_MAGIC))
-    except OSError:
-        return True  # gone or unreadable now: opening it says which
-    return head in (b"", SQLITE_MAGIC)
 
 
 def _readable_index(db_path: Path) -> tuple[int, int, int]:

@@ -30,7 +30,6 @@ from models import DB_SUFFIX
 
 logger = logging.getLogger(__name__)
 
-SQLITE_HEADER = b"SQLite format 3\x00"
 #: The index's files (database, WAL, shared memory, lock, moved-aside copies) and its directory.
 PRIVATE_FILE_MODE = 0o600
 PRIVATE_DIRECTORY_MODE = 0o700
@@ -231,12 +230,21 @@ def make_private(path: Path) -> int:
     database's mode), narrow the mode of files an older version left readable by others, and
     remove a link or other non-file where SQLite would open its WAL, shared memory or journal:
     SQLite could otherwise write through a link planted there, or fail on it forever. Returns the
-    database file's inode."""
-    fd = _open_private_file(path, os.O_RDONLY)
+    database file's inode. A database file that is there is not opened (see file_problem)."""
     try:
-        inode = os.fstat(fd).st_ino
-    finally:
-        os.close(fd)
+        st: os.stat_result | None = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISREG(st.st_mode):
+        if st.st_mode & 0o077:
+            os.chmod(path, PRIVATE_FILE_MODE)
+        inode = st.st_ino
+    else:
+        fd = _open_private_file(path, os.O_RDONLY)
+        try:
+            inode = os.fstat(fd).st_ino
+        finally:
+            os.close(fd)
     for side in (Path(f"{path}{suffix}") for suffix in ("-wal", "-shm", "-journal")):
         try:
             st = os.lstat(side)
@@ -380,6 +388,33 @@ class WriterLock:
         if self._fd is not None:
             self._write(self._fd, f"{phase} {files_done} {files_total} {errors} {problem}".rstrip())
 
+    def note_left(self, identity: list[int] | None) -> None:
+        """Say what the index file is as the holder leaves it (file_identity after a write; held
+        only): a file found otherwise later was written by another program (left_changed)."""
+        if self._fd is not None:
+            note = " ".join(map(str, identity)) if identity is not None else "none"
+            os.pwrite(self._fd, f"left {note}".encode("ascii")[: LOCK_RECORD_BYTES - 1].ljust(LOCK_RECORD_BYTES - 1) + b"\n", LOCK_RECORD_BYTES)
+
+    def left_changed(self, db_path: Path) -> bool:
+        """Whether the index file was written since a writer last left it (note_left) by something
+        else: the same file (device and inode), another size or modification time. False when no
+        writer said, or the file is gone or another one (a scan reopens it). Ask while no writer
+        holds the lock: one writing changes the file before it says so."""
+        fd = self._open_to_read()
+        if fd is None:
+            return False
+        try:
+            fields = os.pread(fd, LOCK_RECORD_BYTES, LOCK_RECORD_BYTES).decode("ascii", "replace").split()
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        now = file_identity(db_path)
+        if len(fields) != 6 or fields[0] != "left" or not all(field.isdigit() for field in fields[1:]) or now is None:
+            return False
+        dev, ino, size, mtime_ns, _ = map(int, fields[1:])
+        return [dev, ino] == now[:2] and [size, mtime_ns] != now[2:4]
+
     def _open_to_read(self) -> int | None:
         """A descriptor of the lock file if it is a regular file (never a link, never a FIFO's wait)."""
         try:
@@ -441,22 +476,15 @@ def _read_holder(fd: int) -> LockHolder:
 
 def file_problem(db_path: Path) -> str | None:
     """Cheap checks before SQLite sees the file: it must be a regular file of this user, not a
-    link, and a non-empty one must start with SQLite's header."""
+    link. Its bytes are SQLite's to judge (a file that is not a database fails to open, and is
+    moved aside): this process never opens the index but through SQLite, since closing any
+    descriptor of a file drops the locks SQLite holds on it (https://www.sqlite.org/howtocorrupt.html,
+    2.2), and searches may have it open already."""
     try:
         st = os.lstat(db_path)
     except FileNotFoundError:
         return None
-    problem = index_file_problem(st)
-    if problem:
-        return problem
-    try:
-        with open(db_path, "rb") as handle:
-            header = handle.read(len(SQLITE_HEADER))
-    except FileNotFoundError:  # deleted since: as if it had not been there
-        return None
-    if header and header != SQLITE_HEADER:
-        return "not an SQLite database" if len(header) == len(SQLITE_HEADER) else "truncated file"
-    return None
+    return index_file_problem(st)
 
 
 def replaced(db_path: Path, inode: int) -> bool:

@@ -181,7 +181,18 @@ class IndexWriter:
         moved = self.recovered_from
         self.conn, self.inode = self._open()
         self.sound = before is None or before[2] == 0 or self.recovered_from != moved
+        self._note_left()
+
+    def _note_left(self) -> None:
+        """Keep, and say in the lock file for every process (WriterLock.note_left), what the file is
+        as this writer leaves it."""
         self._left = file_identity(self.db_path)
+        self.write_lock.note_left(self._left)
+
+    def changed_outside(self) -> bool:
+        """Whether another program wrote the file in place since a writer of the index last left it
+        (WriterLock.left_changed); ask holding the write lock."""
+        return self.write_lock.left_changed(self.db_path)
 
     def distrust(self) -> None:
         """A reader saw the index fail: this writer no longer knows it sound, until a check passes."""
@@ -195,7 +206,7 @@ class IndexWriter:
             try:
                 yield
             finally:
-                self._left = file_identity(self.db_path)
+                self._note_left()
 
     def close(self) -> None:
         """Truncate the WAL (unless another process is writing: it will), then close. The index is
@@ -407,6 +418,7 @@ class IndexWriter:
                     stored_outline(outline)
             if verdict == "ok" and not self.file_replaced():
                 self.sound = True
+                self._note_left()  # as it is now, checked: no longer written by another program
             return verdict
         except SectionDamaged as exc:
             return str(exc)

@@ -343,16 +343,21 @@ class TextIndexer:
 
     def _check_index_file(self) -> None:
         """Reopen an index file deleted or replaced under the writer (one stat per scan), and check
-        its integrity then, when a reader saw the index fail, or when its first bytes are not a
-        database's (overwritten in place: the writer's page cache would not see it)."""
+        its integrity then, when a reader saw the index fail, or when another program wrote it in
+        place (IndexWriter.changed_outside: the writer's page cache would not see that); such a
+        file that passes is opened again, for the same reason."""
         replaced = self.writer.file_replaced()
         if replaced:
             self._carry_error_count()
             self._record_error(f"the index file {self.writer.db_path} was deleted or replaced while in use; reopening it")
             self.writer.reopen()
-        if replaced or self.damage_suspected or not database.starts_as_database(self.writer.db_path):
+        outside = not replaced and self.writer.changed_outside()
+        if replaced or outside or self.damage_suspected:
             self.damage_suspected = False
-            self.check_integrity(sections_too=not replaced)  # a reader saw damage: look everywhere
+            sound = self.check_integrity(sections_too=not replaced)  # a reader saw damage: look everywhere
+            if sound and outside:
+                logger.warning("%s was written by another program; it passed its integrity check: reopening it", self.writer.db_path)
+                self.writer.reopen()
 
     def _scan_failed(self, exc: Exception) -> RefreshReply:
         if isinstance(exc, (OSError, SourceUnavailableError)):

@@ -35,23 +35,27 @@ def read_status(
 def _status_and_reading(
     config: ServerConfig, indexer: TextIndexer | None, startup_error: str | None, watching: WatchState | None
 ) -> tuple[StatusReply, bool]:
-    """read_status, and whether the index is there and cannot be read now (counted as one error)."""
+    """read_status, and whether the index is there and cannot be read or trusted now (counted as
+    one error): it cannot be read, or another program wrote it since a writer of the index left it
+    (what was read may be what this process read before)."""
     db_path = config.db_path
     prefix = config.key_prefix(config.source.name)
     counts: dict = {"indexed_files": 0, "total_documents": 0, "fallback_decoded_files": 0, "meta": {}}
     problem = startup_error
     unreadable = False
+    lock = indexer.writer.write_lock if indexer else index_files.WriterLock(index_files.lock_path(db_path))
     try:
         counts = index_queries.index_counts(database.reader(db_path), prefix)
     except (IndexUnavailableError, sqlite3.Error) as exc:
         database.drop_reader(db_path)
         unreadable = not getattr(exc, "not_made_yet", False)
         problem = problem or (_unreadable_problem(exc) if unreadable else str(exc))
-        if indexer is not None:
-            indexer.suspect_damage()
-    meta = index_queries.source_meta(counts["meta"], prefix)
-    lock = indexer.writer.write_lock if indexer else index_files.WriterLock(index_files.lock_path(db_path))
     writer = lock.holder()
+    if not unreadable and writer is None and lock.left_changed(db_path):
+        unreadable, problem = True, startup_error or CHANGED_OUTSIDE
+    if unreadable and indexer is not None:
+        indexer.suspect_damage()
+    meta = index_queries.source_meta(counts["meta"], prefix)
     own = indexer.progress if indexer else None
     failed = lock.last_record() if indexer is None and writer is None else None
     if failed is not None and _phase_of(failed.phase, config) != "failed":
@@ -99,6 +103,12 @@ def _status_and_reading(
         "watching": _watching_reply(watching, meta.get("watching")),
     }
     return reply, unreadable
+
+
+CHANGED_OUTSIDE = (
+    "another program wrote the index file since this one last did; the next scan (refresh_index) checks it,"
+    " and rebuilds it if damaged"
+)
 
 
 def _unreadable_problem(exc: BaseException) -> str:
