@@ -254,11 +254,11 @@ def reader(db_path: Path) -> sqlite3.Connection:
     entry = cached.get(db_path)
     if entry is not None and entry[1] == identity:
         return entry[0]
-    if entry is not None:
-        # SQLite's close, unlike one of Python's, keeps the locks other connections of this
-        # process hold on the file (https://www.sqlite.org/howtocorrupt.html, 2.2): the file is
-        # never opened here but through SQLite.
-        entry[0].close()
+    # The connection it replaces is not closed here: a search in this thread may still be using it
+    # (a part of a large query asks again). Python closes it, through SQLite, once unused; SQLite's
+    # close, unlike one of Python's own, keeps the locks other connections of this process hold on
+    # the file (https://www.sqlite.org/howtocorrupt.html, 2.2), and the file is never opened here
+    # but through SQLite.
     try:
         conn = sqlite3.connect(
             f"file:{quote(os.fsencode(db_path))}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False

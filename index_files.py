@@ -397,9 +397,10 @@ class WriterLock:
 
     def left_changed(self, db_path: Path) -> bool:
         """Whether the index file was written since a writer last left it (note_left) by something
-        else: the same file (device and inode), another size or modification time. False when no
-        writer said, or the file is gone or another one (a scan reopens it). Ask while no writer
-        holds the lock: one writing changes the file before it says so."""
+        else: the same file (device and inode), another size, modification or change time (a file
+        written with its time put back still has a new change time; a chmod moves it too). False
+        when no writer said, or the file is gone or another one (a scan reopens it). Ask while no
+        writer holds the lock: one writing changes the file before it says so."""
         fd = self._open_to_read()
         if fd is None:
             return False
@@ -412,8 +413,8 @@ class WriterLock:
         now = file_identity(db_path)
         if len(fields) != 6 or fields[0] != "left" or not all(field.isdigit() for field in fields[1:]) or now is None:
             return False
-        dev, ino, size, mtime_ns, _ = map(int, fields[1:])
-        return [dev, ino] == now[:2] and [size, mtime_ns] != now[2:4]
+        left = list(map(int, fields[1:]))
+        return left[:2] == now[:2] and left[2:] != now[2:]
 
     def _open_to_read(self) -> int | None:
         """A descriptor of the lock file if it is a regular file (never a link, never a FIFO's wait)."""

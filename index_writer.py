@@ -89,6 +89,10 @@ class IndexWriter:
         self.db_path = db_path
         self.lock = threading.RLock()
         self.recovered_from: str | None = None
+        #: Another program wrote the file since a writer of the index last said what it left it as
+        #: (WriterLock.left_changed): found on opening it or before a write; cleared by a check.
+        self.written_outside = False
+        self._depth = 0  # of _writing, nested
         #: How often the file was opened anew (reopened, rebuilt): each source's loop scans again then.
         self.openings = 0
         prepare_index_directory(db_path.parent)
@@ -178,21 +182,30 @@ class IndexWriter:
         vouch for it (index_files.CLOSED_SUFFIX); a check that passes (quick_check) makes it known sound, and
         damage a reader suspects (distrust) unknown again."""
         before = file_identity(self.db_path)
+        outside = self.write_lock.left_changed(self.db_path)  # before this writer touches it
         moved = self.recovered_from
         self.conn, self.inode = self._open()
-        self.sound = before is None or before[2] == 0 or self.recovered_from != moved
+        self.written_outside = outside and self.recovered_from == moved
+        self.sound = (before is None or before[2] == 0 or self.recovered_from != moved) and not self.written_outside
         self._note_left()
 
     def _note_left(self) -> None:
-        """Keep, and say in the lock file for every process (WriterLock.note_left), what the file is
-        as this writer leaves it."""
+        """Keep what the file is as this writer leaves it, and say it in the lock file for every
+        process (WriterLock.note_left), unless another program wrote it since a writer last said
+        (``written_outside``): that stays for status to see until a check passes. Said holding the
+        write lock; while another process holds it, that one says."""
         self._left = file_identity(self.db_path)
-        self.write_lock.note_left(self._left)
+        if not self.written_outside and self.write_lock.try_hold():
+            try:
+                self.write_lock.note_left(self._left)
+            finally:
+                self.write_lock.release()
 
     def changed_outside(self) -> bool:
         """Whether another program wrote the file in place since a writer of the index last left it
-        (WriterLock.left_changed); ask holding the write lock."""
-        return self.write_lock.left_changed(self.db_path)
+        (WriterLock.left_changed), as this writer found on opening it or before a write, or finds
+        now; ask holding the write lock."""
+        return self.written_outside or self.write_lock.left_changed(self.db_path)
 
     def distrust(self) -> None:
         """A reader saw the index fail: this writer no longer knows it sound, until a check passes."""
@@ -201,11 +214,16 @@ class IndexWriter:
     @contextmanager
     def _writing(self) -> Iterator[None]:
         """Hold the write lock and this writer's lock; the file as it is after is what this writer
-        left (see close)."""
+        left (see close). Written by another program before (WriterLock.left_changed), it is not
+        this writer's to vouch for: ``written_outside`` until a check passes."""
         with self.write_lock.held(), self.lock:
+            if not self._depth and self.write_lock.left_changed(self.db_path):
+                self.written_outside, self.sound = True, False
+            self._depth += 1
             try:
                 yield
             finally:
+                self._depth -= 1
                 self._note_left()
 
     def close(self) -> None:
@@ -219,6 +237,8 @@ class IndexWriter:
                 untouched = held and self.sound and file_identity(self.db_path) == self._left
                 emptied = held and self._truncate_on_closing()
                 self.conn.close()
+                if held:
+                    self._note_left()  # closing may have copied what the WAL held into the file
                 if emptied and untouched:
                     mark_closed(self.db_path)
             finally:
@@ -417,8 +437,8 @@ class IndexWriter:
                     decompress(body)
                     stored_outline(outline)
             if verdict == "ok" and not self.file_replaced():
-                self.sound = True
-                self._note_left()  # as it is now, checked: no longer written by another program
+                self.sound, self.written_outside = True, False
+                self._note_left()  # as it is now, checked
             return verdict
         except SectionDamaged as exc:
             return str(exc)

@@ -36,7 +36,7 @@ def _status_and_reading(
     config: ServerConfig, indexer: TextIndexer | None, startup_error: str | None, watching: WatchState | None
 ) -> tuple[StatusReply, bool]:
     """read_status, and whether the index is there and cannot be read or trusted now (counted as
-    one error): it cannot be read, or another program wrote it since a writer of the index left it
+    one error): it cannot be read, or something else wrote it since a writer of the index left it
     (what was read may be what this process read before)."""
     db_path = config.db_path
     prefix = config.key_prefix(config.source.name)
@@ -46,15 +46,17 @@ def _status_and_reading(
     lock = indexer.writer.write_lock if indexer else index_files.WriterLock(index_files.lock_path(db_path))
     try:
         counts = index_queries.index_counts(database.reader(db_path), prefix)
+        read = True
     except (IndexUnavailableError, sqlite3.Error) as exc:
         database.drop_reader(db_path)
+        read = False
         unreadable = not getattr(exc, "not_made_yet", False)
         problem = problem or (_unreadable_problem(exc) if unreadable else str(exc))
     writer = lock.holder()
     if not unreadable and writer is None and lock.left_changed(db_path):
-        unreadable, problem = True, startup_error or CHANGED_OUTSIDE
-    if unreadable and indexer is not None:
-        indexer.suspect_damage()
+        read, unreadable, problem = False, True, startup_error or CHANGED_OUTSIDE
+    if not read and indexer is not None:
+        indexer.suspect_damage()  # not read, or not to be trusted: the next scan looks
     meta = index_queries.source_meta(counts["meta"], prefix)
     own = indexer.progress if indexer else None
     failed = lock.last_record() if indexer is None and writer is None else None
@@ -105,9 +107,11 @@ def _status_and_reading(
     return reply, unreadable
 
 
+#: Said also when an SQLite client, closing last, folds into the file what a server killed left in
+#: its WAL: nothing tells that apart from damage, and the check costs one scan's time.
 CHANGED_OUTSIDE = (
-    "another program wrote the index file since this one last did; the next scan (refresh_index) checks it,"
-    " and rebuilds it if damaged"
+    "the index file was changed outside this program since it last wrote it; the next scan (refresh_index)"
+    " checks it, and rebuilds it if damaged"
 )
 
 

@@ -65,6 +65,46 @@ def short(status: dict) -> dict:
     return {key: status.get(key) for key in ("state", "indexed_files", "errors_encountered", "last_error")}
 
 
+def leaf_pages(db: Path, table: str) -> list[int]:
+    """The leaf pages of ``table``'s b-tree, read through a read-only connection (dbstat)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return [no for (no,) in conn.execute("SELECT pageno FROM dbstat WHERE name = ? AND pagetype = 'leaf'", (table,))]
+    finally:
+        conn.close()
+
+
+def zero_pages(db: Path, pages: list[int]) -> None:
+    """Another program writes zeros over these pages in place (same inode, same size, no lock)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    finally:
+        conn.close()
+    with open(db, "r+b") as handle:
+        for no in pages:
+            handle.seek((no - 1) * page_size)
+            handle.write(bytes(page_size))
+
+
+def damage_sections(db: Path) -> None:
+    """Zeros over the second half of the sections table's leaf pages (the files and meta tables
+    intact): status's counts still read, 61 of 120 searches fail."""
+    pages = leaf_pages(db, "sections")
+    zero_pages(db, pages[len(pages) // 2:])
+
+
+def integrity(db: Path) -> str:
+    try:
+        return rel_integrity(db)
+    except sqlite3.DatabaseError as exc:
+        return str(exc)
+
+
+def token_of(corpus: RelCorpus, rel: str) -> str:
+    return next(token for token, path in corpus.live_tokens().items() if path == rel)
+
+
 @pytest.mark.parametrize("write", [truncate, garble_past_first_page])
 def test_status_of_an_index_written_in_place_under_a_server_is_error(indexed, write) -> None:
     """The reader's page cache answered as before (idle, every file counted) while every search failed."""
@@ -176,3 +216,108 @@ def test_a_writer_in_another_process_is_not_taken_for_another_program(indexed) -
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
     conn.close()
+
+
+# From a hostile review of the second fix: every write noted the file as its own, damaged or not.
+
+
+def test_a_one_file_refresh_after_an_in_place_write_does_not_hide_it(indexed) -> None:
+    """refresh_index of one file (as the watcher, a search that finds a file changed, or a client
+    does) commits and notes the damaged file as what this writer left: status said idle, the next
+    full refresh_index reported success with 0 files and checked nothing, and 61 of 120 searches
+    failed ("database disk image is malformed") with status idle and 0 errors throughout."""
+    source, index_dir, db, corpus = indexed
+    with serving(source, index_dir) as server:
+        assert server.wait_for_scan()["state"] == "idle"
+        damage_sections(db)
+        rel = sorted(corpus.versions)[0]
+        corpus.edit(rel)
+        assert not server.call("refresh_index", {"filepath": rel})["isError"]
+        after_one = short(server.status())
+        refreshed = server.call("refresh_index")
+        assert not refreshed["isError"], refreshed
+        lost = not_found(server, corpus)
+        assert not lost, (len(lost), after_one, refreshed["structuredContent"], short(server.status()))
+        assert server.close() == 0
+    assert integrity(db) == "ok"
+
+
+def test_a_live_refresh_after_an_in_place_write_is_not_vouched_for_by_the_clean_close(indexed) -> None:
+    """The watcher's refresh of an edited file noted the damaged file as left by this writer; the
+    clean close then wrote the .closed mark, the next start skipped its integrity check, and after a
+    restart and a full refresh_index 61 of 120 searches still failed, status idle with 0 errors."""
+    source, index_dir, db, corpus = indexed
+    with serving(source, index_dir) as server:
+        assert server.wait_for_scan()["state"] == "idle"
+        damage_sections(db)
+        rel = sorted(corpus.versions)[0]
+        corpus.edit(rel)
+        token = token_of(corpus, rel)
+        for _ in range(600):  # wait for the watcher (or the search's own refresh) to index the edit
+            result = server.call("search", {"query": token})
+            if not result["isError"] and result["structuredContent"]["results"]:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the edit was never indexed")
+        assert server.close() == 0
+    closed_mark = Path(f"{db}.closed").exists()
+    with serving(source, index_dir) as server:
+        assert server.wait_for_scan()["state"] in ("idle", "error")
+        assert not server.call("refresh_index")["isError"]
+        lost = not_found(server, corpus)
+        assert not lost, (len(lost), {"closed mark written": closed_mark}, short(server.status()))
+        assert server.close() == 0
+    assert integrity(db) == "ok"
+
+
+def test_main_py_index_checks_an_index_written_in_place_as_status_says_it_will(indexed) -> None:
+    """`main.py status` says "another program wrote the index file ...; the next scan
+    (refresh_index) checks it": `main.py index` then opened the writer (noting the damaged file as
+    what it left), checked nothing, reported 0 files indexed; status went back to idle with 0 errors
+    and the file stayed malformed."""
+    source, index_dir, db, corpus = indexed
+    args = ("--source", str(source), "--index-dir", str(index_dir))
+    damage_sections(db)
+    before = json.loads(rel_run_main("status", *args, "--json").stdout)
+    assert before["state"] == "error" and "next scan" in before["last_error"], short(before)
+    done = rel_run_main("index", *args)
+    assert done.returncode == 0, done.stderr
+    after = json.loads(rel_run_main("status", *args, "--json").stdout)
+    assert integrity(db) == "ok", (short(after), done.stderr[-300:])
+
+
+def test_main_py_index_beside_a_server_does_not_hide_an_in_place_write_from_it(indexed) -> None:
+    """The same through a second process: the server said error, a `main.py index` run beside it
+    noted the damaged file as left by a writer, and the server's status and refresh_index took the
+    file as sound from then on."""
+    source, index_dir, db, corpus = indexed
+    args = ("--source", str(source), "--index-dir", str(index_dir))
+    with serving(source, index_dir) as server:
+        assert server.wait_for_scan()["state"] == "idle"
+        damage_sections(db)
+        assert rel_run_main("index", *args).returncode == 0
+        status = short(server.status())
+        assert not server.call("refresh_index")["isError"]
+        lost = not_found(server, corpus)
+        assert not lost, (len(lost), status, short(server.status()))
+        assert server.close() == 0
+    assert integrity(db) == "ok"
+
+
+def test_an_in_place_write_that_restores_the_file_time_is_seen(indexed) -> None:
+    """The record holds the file's ctime, but left_changed compares only size and mtime: pages
+    zeroed in place and the mtime put back (`touch -r`, rsync/cp -p of a same-size copy) went
+    unseen; status idle, refresh_index checked nothing, 61 of 120 searches failed."""
+    source, index_dir, db, corpus = indexed
+    with serving(source, index_dir) as server:
+        assert server.wait_for_scan()["state"] == "idle"
+        before = db.stat()
+        damage_sections(db)
+        os.utime(db, ns=(before.st_atime_ns, before.st_mtime_ns))
+        assert db.stat().st_size == before.st_size and db.stat().st_ctime_ns != before.st_ctime_ns
+        status = short(server.status())
+        assert not server.call("refresh_index")["isError"]
+        lost = not_found(server, corpus)
+        assert not lost, (len(lost), status)
+        assert server.close() == 0
