@@ -172,9 +172,11 @@ def is_interruption(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and code is not None and (code & 0xFF) == _INTERRUPT_CODE
 
 
-def connect(db_path: Path) -> sqlite3.Connection:
-    """A connection with the settings every user of the index shares."""
-    conn = sqlite3.connect(db_path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+def connect(db_path: Path, read_only: bool = False) -> sqlite3.Connection:
+    """A connection with the settings every user of the index shares; ``read_only``: one that
+    never writes the file, not even the checkpoint SQLite makes when the last connection closes."""
+    target = f"file:{quote(os.fsencode(db_path))}?mode=ro" if read_only else db_path
+    conn = sqlite3.connect(target, uri=read_only, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
     _configure(conn)
     return conn
 
@@ -260,10 +262,7 @@ def reader(db_path: Path) -> sqlite3.Connection:
     # the file (https://www.sqlite.org/howtocorrupt.html, 2.2), and the file is never opened here
     # but through SQLite.
     try:
-        conn = sqlite3.connect(
-            f"file:{quote(os.fsencode(db_path))}?mode=ro", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-        )
-        _configure(conn)
+        conn = connect(db_path, read_only=True)
         conn.create_function("path_matches", 2, _path_matches, deterministic=True)
         conn.execute(f'CREATE VIRTUAL TABLE IF NOT EXISTS temp.snippet_fts USING fts5(title, heading, body, tokenize="{TOKENIZER}")')
         conn.execute(f'CREATE VIRTUAL TABLE IF NOT EXISTS temp.span_fts USING fts5(title, heading, body, content="", tokenize="{TOKENIZER}")')

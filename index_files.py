@@ -225,6 +225,13 @@ def _open_private_file(path: Path, flags: int) -> int:
     return os.open(path, flags | os.O_EXCL, PRIVATE_FILE_MODE)
 
 
+def _wal_bytes(db_path: Path) -> int:
+    try:
+        return os.lstat(f"{db_path}-wal").st_size
+    except OSError:
+        return 0
+
+
 def make_private(path: Path) -> int:
     """Create the database file 0600 if missing (SQLite gives its WAL and shared-memory files the
     database's mode), narrow the mode of files an older version left readable by others, and
@@ -388,19 +395,25 @@ class WriterLock:
         if self._fd is not None:
             self._write(self._fd, f"{phase} {files_done} {files_total} {errors} {problem}".rstrip())
 
-    def note_left(self, identity: list[int] | None) -> None:
-        """Say what the index file is as the holder leaves it (file_identity after a write; held
-        only): a file found otherwise later was written by another program (left_changed)."""
+    def note_left(self, db_path: Path, outside: bool = False) -> list[int] | None:
+        """Say what the index file is as the holder leaves it (held only), and return it: its
+        file_identity, whether its WAL holds frames, and ``outside``: the holder found it changed
+        by something else (left_changed), and does not vouch for it until a check passes."""
+        identity = file_identity(db_path)
         if self._fd is not None:
-            note = " ".join(map(str, identity)) if identity is not None else "none"
+            note = " ".join(map(str, [*identity, _wal_bytes(db_path), int(outside)])) if identity is not None else "none"
             os.pwrite(self._fd, f"left {note}".encode("ascii")[: LOCK_RECORD_BYTES - 1].ljust(LOCK_RECORD_BYTES - 1) + b"\n", LOCK_RECORD_BYTES)
+        return identity
 
     def left_changed(self, db_path: Path) -> bool:
         """Whether the index file was written since a writer last left it (note_left) by something
         else: the same file (device and inode), another size, modification or change time (a file
-        written with its time put back still has a new change time; a chmod moves it too). False
-        when no writer said, or the file is gone or another one (a scan reopens it). Ask while no
-        writer holds the lock: one writing changes the file before it says so."""
+        written with its time put back still has a new change time; a chmod moves it too); or the
+        writer found it so. Not when the WAL held frames then and holds none now: the last
+        connection to close (an SQLite client after a server was killed) copied them into the file
+        and deleted it. False when no writer said, or the file is gone or another one (a scan
+        reopens it). Ask while no writer holds the lock: one writing changes the file before it
+        says so."""
         fd = self._open_to_read()
         if fd is None:
             return False
@@ -411,10 +424,18 @@ class WriterLock:
         finally:
             os.close(fd)
         now = file_identity(db_path)
-        if len(fields) != 6 or fields[0] != "left" or not all(field.isdigit() for field in fields[1:]) or now is None:
+        if len(fields) != 8 or fields[0] != "left" or not all(field.isdigit() for field in fields[1:]) or now is None:
             return False
-        left = list(map(int, fields[1:]))
-        return left[:2] == now[:2] and left[2:] != now[2:]
+        *left, wal, outside = map(int, fields[1:])
+        if left[:2] != now[:2]:
+            return False
+        if outside:
+            return True
+        if left[2:] == now[2:]:
+            return False
+        # (SQLite deletes the WAL of a file it finds empty: an emptied file is always a change. A
+        # read-only connection makes the WAL again, empty.)
+        return not (wal and now[2] and not _wal_bytes(db_path))
 
     def _open_to_read(self) -> int | None:
         """A descriptor of the lock file if it is a regular file (never a link, never a FIFO's wait)."""

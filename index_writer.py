@@ -18,8 +18,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from database import (
     BUSY_TIMEOUT_MS, FORMATS_KEY, MAX_SECTIONS_PER_FILE, SCHEMA, SCHEMA_VERSION, SectionDamaged, connect, decompress, indexed_text,
@@ -69,6 +70,12 @@ FTS_HASH_BYTES = 16 << 20
 WAL_SIZE_LIMIT = 4 << 20
 #: A checkpoint waits at most this long for readers still in an older snapshot (ms).
 CHECKPOINT_BUSY_MS = 1000
+#: Closing waits this long for the write lock a status read holds for an instant (its
+#: checkpoint must be this writer's own, see _own), trying every CLOSE_LOCK_POLL_SECONDS.
+CLOSE_LOCK_WAIT_SECONDS = 1.0
+CLOSE_LOCK_POLL_SECONDS = 0.01
+
+_T = TypeVar("_T")
 
 
 class IndexWriter:
@@ -172,7 +179,7 @@ class IndexWriter:
     def reopen(self) -> None:
         """Open whatever is at the database path now: a new empty index if the file was deleted."""
         with self._writing():
-            self.conn.close()
+            self._own(self.conn.close)  # the last connection to close copies the WAL into the file
             self._open_sound()
             self.openings += 1
 
@@ -191,15 +198,16 @@ class IndexWriter:
 
     def _note_left(self) -> None:
         """Keep what the file is as this writer leaves it, and say it in the lock file for every
-        process (WriterLock.note_left), unless another program wrote it since a writer last said
-        (``written_outside``): that stays for status to see until a check passes. Said holding the
-        write lock; while another process holds it, that one says."""
-        self._left = file_identity(self.db_path)
-        if not self.written_outside and self.write_lock.try_hold():
+        process (WriterLock.note_left), with whether something else wrote it since a writer last
+        said (``written_outside``): status says so until a check passes. Said holding the write
+        lock; while another process holds it, that one says."""
+        if self.write_lock.try_hold():
             try:
-                self.write_lock.note_left(self._left)
+                self._left = self.write_lock.note_left(self.db_path, self.written_outside)
             finally:
                 self.write_lock.release()
+        else:
+            self._left = file_identity(self.db_path)
 
     def changed_outside(self) -> bool:
         """Whether another program wrote the file in place since a writer of the index last left it
@@ -214,17 +222,38 @@ class IndexWriter:
     @contextmanager
     def _writing(self) -> Iterator[None]:
         """Hold the write lock and this writer's lock; the file as it is after is what this writer
-        left (see close). Written by another program before (WriterLock.left_changed), it is not
-        this writer's to vouch for: ``written_outside`` until a check passes."""
+        left (see close). Written by another program before (WriterLock.left_changed), or while it
+        is held but by this writer's own steps that change the file (_own), it is not this writer's
+        to vouch for: ``written_outside`` until a check passes."""
         with self.write_lock.held(), self.lock:
-            if not self._depth and self.write_lock.left_changed(self.db_path):
-                self.written_outside, self.sound = True, False
+            if not self._depth:
+                if self.write_lock.left_changed(self.db_path):
+                    self.written_outside, self.sound = True, False
+                else:  # as this writer, or a writer in another process, left it
+                    self._left = file_identity(self.db_path)
             self._depth += 1
             try:
                 yield
             finally:
                 self._depth -= 1
+                self._changed_since_left()
                 self._note_left()
+
+    def _own(self, step: Callable[[], _T]) -> _T:
+        """Run ``step``, a step of this writer that may change the file itself (a commit's or a
+        closing's checkpoint copies the WAL into it): a change found before it was not this
+        writer's (_changed_since_left), the one after it is."""
+        self._changed_since_left()
+        try:
+            return step()
+        finally:
+            self._left = file_identity(self.db_path)
+
+    def _changed_since_left(self) -> None:
+        """Note ``written_outside`` if the file changed since this writer last saw it as it left it
+        (while it holds the write lock, nothing else may)."""
+        if file_identity(self.db_path) != self._left:
+            self.written_outside, self.sound = True, False
 
     def close(self) -> None:
         """Truncate the WAL (unless another process is writing: it will), then close. The index is
@@ -232,18 +261,30 @@ class IndexWriter:
         (``sound``), and its file is still the one this writer left after its last write: not
         replaced, not written by anyone else meanwhile."""
         with self.lock:
-            held = self.write_lock.try_hold()
+            held = self._hold_briefly()
             try:
                 untouched = held and self.sound and file_identity(self.db_path) == self._left
                 emptied = held and self._truncate_on_closing()
-                self.conn.close()
                 if held:
-                    self._note_left()  # closing may have copied what the WAL held into the file
-                if emptied and untouched:
+                    self._own(self.conn.close)
+                    self._note_left()
+                else:
+                    self.conn.close()  # another process writes: its connection is open, so this one copies nothing
+                if emptied and untouched and not self.written_outside:
                     mark_closed(self.db_path)
             finally:
                 if held:
                     self.write_lock.release()
+
+    def _hold_briefly(self) -> bool:
+        """Take the write lock for closing if it is free within CLOSE_LOCK_WAIT_SECONDS: a status
+        read from any process takes it shared for an instant."""
+        deadline = time.monotonic() + CLOSE_LOCK_WAIT_SECONDS
+        while not self.write_lock.try_hold():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(CLOSE_LOCK_POLL_SECONDS)
+        return True
 
     def _truncate_on_closing(self) -> bool:
         try:
@@ -267,7 +308,7 @@ class IndexWriter:
                 if self.conn.total_changes != changes:
                     # Unique across index files too: readers of a replaced file see another value.
                     self.set_meta("generation", f"{time.time_ns()}-{os.getpid()}")
-                self.conn.execute("COMMIT")
+                self._own(partial(self.conn.execute, "COMMIT"))
             except BaseException:
                 self._roll_back()
                 raise
@@ -415,7 +456,7 @@ class IndexWriter:
     def optimize(self) -> None:
         """Merge the FTS index into one segment: smaller and faster to query after a bulk load."""
         with self._writing():
-            self.conn.execute("INSERT INTO sections_fts (sections_fts) VALUES ('optimize')")
+            self._own(partial(self.conn.execute, "INSERT INTO sections_fts (sections_fts) VALUES ('optimize')"))
 
     def release_free_pages(self) -> None:
         """Give pages left free by FTS5's segment merges back to the file system, when they are more
@@ -423,13 +464,13 @@ class IndexWriter:
         with self._writing():
             free = self.conn.execute("PRAGMA freelist_count").fetchone()[0]
             if free * 16 > self.conn.execute("PRAGMA page_count").fetchone()[0]:
-                self.conn.executescript("PRAGMA incremental_vacuum;")  # a plain execute frees one page only
+                self._own(partial(self.conn.executescript, "PRAGMA incremental_vacuum;"))  # a plain execute frees one page only
 
     def quick_check(self, sections_too: bool = False) -> str:
         """PRAGMA quick_check on a fresh connection (the writer's page cache can hide damage on
         disk), and with ``sections_too`` that every section's text decompresses and its outline
         reads: "ok" or the fault."""
-        conn = connect(self.db_path)
+        conn = connect(self.db_path, read_only=True)  # closing it copies nothing into the file
         try:
             verdict = conn.execute("PRAGMA quick_check").fetchone()[0]
             if verdict == "ok" and sections_too:
@@ -451,7 +492,7 @@ class IndexWriter:
         with self._writing():
             self.conn.execute(f"PRAGMA busy_timeout = {CHECKPOINT_BUSY_MS}")
             try:
-                busy, _, _ = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                busy, _, _ = self._own(partial(self.conn.execute, "PRAGMA wal_checkpoint(TRUNCATE)")).fetchone()
             finally:
                 self.conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         return not busy

@@ -11,6 +11,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -321,3 +322,24 @@ def test_an_in_place_write_that_restores_the_file_time_is_seen(indexed) -> None:
         lost = not_found(server, corpus)
         assert not lost, (len(lost), status)
         assert server.close() == 0
+
+
+def test_a_read_only_look_after_a_server_was_killed_is_not_an_error(indexed) -> None:
+    """A server killed (SIGKILL: an MCP host gone, the OOM killer) leaves committed frames in the WAL.
+    A client that only reads closes as the last connection, so SQLite copies them into the file and
+    deletes the WAL: status said the file was changed outside, for a SELECT, over a sound index."""
+    source, index_dir, db, corpus = indexed
+    args = ("--source", str(source), "--index-dir", str(index_dir))
+    with serving(source, index_dir) as server:
+        assert server.wait_for_scan()["state"] == "idle"
+        rel = sorted(corpus.versions)[0]
+        corpus.edit(rel)
+        assert not server.call("refresh_index", {"filepath": rel})["isError"]
+        server.proc.send_signal(signal.SIGKILL)
+        server.proc.wait()
+    assert Path(f"{db}-wal").stat().st_size > 0
+    assert json.loads(rel_run_main("status", *args, "--json").stdout)["state"] == "idle"
+    look_with_an_sqlite_client(db)
+    status = json.loads(rel_run_main("status", *args, "--json").stdout)
+    assert status["state"] == "idle" and status["errors_encountered"] == 0, short(status)
+    assert integrity(db) == "ok"
