@@ -283,6 +283,8 @@ class LockHolder(NamedTuple):
 #: The lock file holds one record of this many bytes, always rewritten whole in one write, so that
 #: a reader never sees it half written.
 LOCK_RECORD_BYTES = 96
+#: The state note_left gives a file its holder is changing itself.
+OWN_STEP = 2
 
 
 class WriterLock:
@@ -395,13 +397,16 @@ class WriterLock:
         if self._fd is not None:
             self._write(self._fd, f"{phase} {files_done} {files_total} {errors} {problem}".rstrip())
 
-    def note_left(self, db_path: Path, outside: bool = False) -> list[int] | None:
+    def note_left(self, db_path: Path, outside: bool = False, own_step: bool = False) -> list[int] | None:
         """Say what the index file is as the holder leaves it (held only), and return it: its
         file_identity, whether its WAL holds frames, and ``outside``: the holder found it changed
-        by something else (left_changed), and does not vouch for it until a check passes."""
+        by something else (left_changed), and does not vouch for it until a check passes; or
+        ``own_step``: the holder is about to change it itself (copy its WAL into it), a step that
+        SQLite completes at the next opening if the holder dies inside it."""
         identity = file_identity(db_path)
         if self._fd is not None:
-            note = " ".join(map(str, [*identity, _wal_bytes(db_path), int(outside)])) if identity is not None else "none"
+            state = 1 if outside else OWN_STEP if own_step else 0
+            note = " ".join(map(str, [*identity, _wal_bytes(db_path), state])) if identity is not None else "none"
             os.pwrite(self._fd, f"left {note}".encode("ascii")[: LOCK_RECORD_BYTES - 1].ljust(LOCK_RECORD_BYTES - 1) + b"\n", LOCK_RECORD_BYTES)
         return identity
 
@@ -409,7 +414,8 @@ class WriterLock:
         """Whether the index file was written since a writer last left it (note_left) by something
         else: the same file (device and inode), another size, modification or change time (a file
         written with its time put back still has a new change time; a chmod moves it too); or the
-        writer found it so. Not when the WAL held frames then and holds none now: the last
+        writer found it so. Not while a writer said it was changing it itself (or died doing
+        so: note_left's ``own_step``), nor when the WAL held frames then and holds none now: the last
         connection to close (an SQLite client after a server was killed) copied them into the file
         and deleted it. False when no writer said, or the file is gone or another one (a scan
         reopens it). Ask while no writer holds the lock: one writing changes the file before it
@@ -426,10 +432,10 @@ class WriterLock:
         now = file_identity(db_path)
         if len(fields) != 8 or fields[0] != "left" or not all(field.isdigit() for field in fields[1:]) or now is None:
             return False
-        *left, wal, outside = map(int, fields[1:])
-        if left[:2] != now[:2]:
+        *left, wal, state = map(int, fields[1:])
+        if left[:2] != now[:2] or state == OWN_STEP:
             return False
-        if outside:
+        if state:
             return True
         if left[2:] == now[2:]:
             return False

@@ -109,6 +109,11 @@ class IndexWriter:
             self.closed_cleanly = take_closed_mark(db_path)
             self._open_sound()
             self.closed_cleanly &= self.recovered_from is None
+            if self.closed_cleanly and self.written_outside:
+                # The file is exactly as a writer closed it cleanly (the mark says so, to its change
+                # time): whatever the lock file says (an older version writes no note there).
+                self.written_outside = False
+                self._note_left()
             self.sound |= self.closed_cleanly
         self._signatures: tuple[sqlite3.Connection, int, dict[Signature, int]] | None = None
         self._files_added_or_removed = False
@@ -244,6 +249,7 @@ class IndexWriter:
         closing's checkpoint copies the WAL into it): a change found before it was not this
         writer's (_changed_since_left), the one after it is."""
         self._changed_since_left()
+        self.write_lock.note_left(self.db_path, self.written_outside, own_step=True)  # if it dies inside the step
         try:
             return step()
         finally:
@@ -469,7 +475,9 @@ class IndexWriter:
     def quick_check(self, sections_too: bool = False) -> str:
         """PRAGMA quick_check on a fresh connection (the writer's page cache can hide damage on
         disk), and with ``sections_too`` that every section's text decompresses and its outline
-        reads: "ok" or the fault."""
+        reads, and FTS5's own check of its index (most of the file, which quick_check does not
+        read as an index): "ok" or the fault. Only that whole check vouches for a file another
+        program wrote (``written_outside``)."""
         conn = connect(self.db_path, read_only=True)  # closing it copies nothing into the file
         try:
             verdict = conn.execute("PRAGMA quick_check").fetchone()[0]
@@ -477,8 +485,10 @@ class IndexWriter:
                 for body, outline in conn.execute("SELECT body, outline FROM sections"):
                     decompress(body)
                     stored_outline(outline)
+                verdict = _fts_check(self.db_path)
             if verdict == "ok" and not self.file_replaced():
-                self.sound, self.written_outside = True, False
+                self.written_outside &= not sections_too
+                self.sound = not self.written_outside
                 self._note_left()  # as it is now, checked
             return verdict
         except SectionDamaged as exc:
@@ -554,6 +564,20 @@ class SourceWriter:
 
     def suffix_counts(self) -> dict[str, int]:
         return suffix_counts(self.base.conn, self.prefix)
+
+
+def _fts_check(db_path: Path) -> str:
+    """FTS5's check of the index's own structure, "ok" or the fault. A command written as an
+    INSERT, so on a connection that may write; it changes nothing, and the writer's connection
+    stays open, so this one's closing copies nothing into the file."""
+    conn = connect(db_path)
+    try:
+        conn.execute("INSERT INTO sections_fts (sections_fts) VALUES ('integrity-check')")
+        return "ok"
+    except sqlite3.DatabaseError as exc:
+        return f"the full-text index: {exc}"
+    finally:
+        conn.close()
 
 
 def _prepare_schema(conn: sqlite3.Connection) -> None:
