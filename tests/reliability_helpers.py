@@ -158,6 +158,46 @@ def rel_integrity(db_path: Path) -> str:
         conn.close()
 
 
+def rel_verdict(db_path: Path) -> str:
+    """rel_integrity, or what a file too damaged to check raises ("database disk image is malformed")."""
+    try:
+        return rel_integrity(db_path)
+    except sqlite3.DatabaseError as exc:
+        return str(exc)
+
+
+def rel_indexed(source: Path, index_dir: Path, files: int, seed: int = 7) -> RelCorpus:
+    """A corpus of ``files`` files in ``source``, indexed once by `main.py index` into ``index_dir``."""
+    source.mkdir()
+    corpus = RelCorpus(source, random.Random(seed))
+    for _ in range(files):
+        corpus.add()
+    done = rel_run_main("index", "--source", str(source), "--index-dir", str(index_dir))
+    assert done.returncode == 0, done.stderr
+    return corpus
+
+
+def rel_status(*args: str) -> dict:
+    """`main.py status ARGS --json`, parsed (it exits 1 in state error)."""
+    done = rel_run_main("status", *args, "--json")
+    assert done.returncode in (0, 1), done.stderr
+    return json.loads(done.stdout)
+
+
+def rel_short(status: dict) -> dict:
+    """The fields of a status a failing assertion shows."""
+    return {key: status.get(key) for key in ("state", "indexed_files", "errors_encountered", "last_error")}
+
+
+def rel_wait_for_log(server: "RelStdioServer", text: str, count: int = 1) -> None:
+    """Wait until the server's log holds ``text`` ``count`` times (its first scans, with no tool
+    call, which would open a reader in the server, before the step under test)."""
+    deadline = time.monotonic() + 120
+    while server.stderr.count(text) < count:
+        assert time.monotonic() < deadline and server.proc.poll() is None, server.stderr[-2000:]
+        time.sleep(0.05)
+
+
 def rel_check_index(db_path: Path, corpus: RelCorpus, *, complete: bool) -> dict[str, int]:
     """Assert that every indexed file is wholly one version and nothing else is searchable.
 

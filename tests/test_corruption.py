@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from reliability_helpers import (
-    RelCorpus, RelStdioServer, rel_db_path, rel_integrity, rel_mount_tmpfs, rel_run_main, rel_umount, rel_unprivileged,
+    RelCorpus, RelStdioServer, rel_db_path, rel_indexed, rel_integrity, rel_mount_tmpfs, rel_run_main, rel_umount, rel_unprivileged,
 )
 
 
@@ -23,13 +23,7 @@ from reliability_helpers import (
 def indexed(tmp_path: Path) -> tuple[Path, Path, Path, RelCorpus]:
     """A source of 120 files, indexed once by `main.py index`: (source, index dir, db, corpus)."""
     source, index_dir = tmp_path / "src", tmp_path / "idx"
-    source.mkdir()
-    corpus = RelCorpus(source, random.Random(7))
-    for _ in range(120):
-        corpus.add()
-    done = rel_run_main("index", "--source", str(source), "--index-dir", str(index_dir))
-    assert done.returncode == 0, done.stderr
-    return source, index_dir, rel_db_path(source, index_dir), corpus
+    return source, index_dir, rel_db_path(source, index_dir), rel_indexed(source, index_dir, 120)
 
 
 def assert_every_file_found(server: RelStdioServer, corpus: RelCorpus) -> None:

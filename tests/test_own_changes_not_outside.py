@@ -8,7 +8,6 @@ open is not noted as its own. From a hostile review of the third fix; real serve
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import random
 import sqlite3
@@ -20,35 +19,11 @@ from pathlib import Path
 import pytest
 
 import index_files
-from reliability_helpers import MAIN_PY, RelCorpus, RelStdioServer, rel_db_path, rel_integrity, rel_run_main
+from reliability_helpers import (
+    MAIN_PY, RelCorpus, RelStdioServer, rel_db_path, rel_run_main, rel_short, rel_status, rel_verdict, rel_wait_for_log,
+)
 
 REOPENED = "passed its integrity check: reopening it"
-
-
-def _cli_status(*args: str) -> dict:
-    done = rel_run_main("status", *args, "--json")
-    assert done.returncode in (0, 1), done.stderr
-    return json.loads(done.stdout)
-
-
-def _short(status: dict) -> dict:
-    return {key: status.get(key) for key in ("state", "last_error")}
-
-
-def _wait_for_log(server: RelStdioServer, text: str, count: int = 1) -> None:
-    """Wait for the server's first scans through its log: no tool call (which would open a reader
-    in the server) before the step under test."""
-    deadline = time.monotonic() + 60
-    while server.stderr.count(text) < count:
-        assert time.monotonic() < deadline and server.proc.poll() is None, server.stderr[-2000:]
-        time.sleep(0.05)
-
-
-def _integrity(db: Path) -> str:
-    try:
-        return rel_integrity(db)
-    except Exception as exc:  # noqa: BLE001 - a malformed file raises
-        return str(exc)
 
 
 @pytest.fixture
@@ -71,13 +46,13 @@ def test_one_harmless_outside_change_is_checked_once_not_at_every_scan(source) -
     assert rel_run_main("index", *args).returncode == 0
     db = rel_db_path(src, index_dir)
     with RelStdioServer(*args, "--scan-interval", "0") as server:
-        _wait_for_log(server, "first scan finished")
+        rel_wait_for_log(server, "first scan finished")
         os.chmod(db, 0o600)  # same mode: only the ctime moves
-        assert _cli_status(*args)["state"] == "error"
+        assert rel_status(*args)["state"] == "error"
         statuses = []
         for _ in range(3):
             assert not server.call("refresh_index")["isError"]
-            statuses.append(_short(_cli_status(*args)))
+            statuses.append(rel_short(rel_status(*args)))
         checks = server.stderr.count(REOPENED)
         assert server.close() == 0
     assert checks == 1 and statuses[-1]["state"] == "idle", (checks, statuses)
@@ -98,7 +73,7 @@ def test_several_sources_do_not_check_and_reopen_in_a_loop_after_one_outside_cha
     assert rel_run_main("index", *args).returncode == 0
     db = next(path for path in index_dir.iterdir() if path.suffix == ".sqlite3")
     with RelStdioServer(*args, "--scan-interval", "0") as server:
-        _wait_for_log(server, "first scan finished", 2)
+        rel_wait_for_log(server, "first scan finished", 2)
         os.chmod(db, 0o600)
         assert not server.call("refresh_index")["isError"]
         deadline = time.monotonic() + 5  # a window to watch, not a timing assertion: one check is right
@@ -119,7 +94,7 @@ def test_a_server_closing_while_a_status_poll_holds_its_shared_lock_leaves_no_er
     assert rel_run_main("index", *args).returncode == 0
     db = rel_db_path(src, index_dir)
     with RelStdioServer(*args, "--scan-interval", "0") as server:
-        _wait_for_log(server, "first scan finished")
+        rel_wait_for_log(server, "first scan finished")
         rel = sorted(corpus.versions)[0]
         corpus.edit(rel)
         assert not server.call("refresh_index", {"filepath": rel})["isError"]
@@ -129,8 +104,8 @@ def test_a_server_closing_while_a_status_poll_holds_its_shared_lock_leaves_no_er
             assert server.close() == 0
         finally:
             os.close(fd)
-    status = _cli_status(*args)
-    assert status["state"] == "idle", _short(status)
+    status = rel_status(*args)
+    assert status["state"] == "idle", rel_short(status)
 
 
 def test_in_place_damage_while_a_scan_transaction_is_open_is_not_noted_as_the_writers_own(tmp_path: Path) -> None:
@@ -168,7 +143,7 @@ def test_in_place_damage_while_a_scan_transaction_is_open_is_not_noted_as_the_wr
             handle.write(bytes(page_size))
     _, err = scan.communicate(timeout=120)
     assert scan.returncode == 0, err
-    after_scan = _short(_cli_status(*args))
+    after_scan = rel_short(rel_status(*args))
     assert rel_run_main("index", *args).returncode == 0
-    verdict = _integrity(db)
-    assert after_scan["state"] == "error" or verdict == "ok", (after_scan, verdict[:100], _short(_cli_status(*args)))
+    verdict = rel_verdict(db)
+    assert after_scan["state"] == "error" or verdict == "ok", (after_scan, verdict[:100], rel_short(rel_status(*args)))

@@ -20,19 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from reliability_helpers import RelCorpus, RelStdioServer, rel_db_path, rel_integrity, rel_run_main
+from reliability_helpers import RelCorpus, RelStdioServer, rel_db_path, rel_indexed, rel_run_main, rel_short, rel_verdict
 
 
 @pytest.fixture
 def indexed(tmp_path: Path) -> tuple[Path, Path, Path, RelCorpus]:
     """A source of 120 files, indexed once by `main.py index`: (source, index dir, db, corpus)."""
     source, index_dir = tmp_path / "src", tmp_path / "idx"
-    source.mkdir()
-    corpus = RelCorpus(source, random.Random(7))
-    for _ in range(120):
-        corpus.add()
-    done = rel_run_main("index", "--source", str(source), "--index-dir", str(index_dir))
-    assert done.returncode == 0, done.stderr
+    corpus = rel_indexed(source, index_dir, 120)
     return source, index_dir, rel_db_path(source, index_dir), corpus
 
 
@@ -60,10 +55,6 @@ def garble_past_first_page(db: Path) -> None:
 
 def truncate(db: Path) -> None:
     os.truncate(db, 0)
-
-
-def short(status: dict) -> dict:
-    return {key: status.get(key) for key in ("state", "indexed_files", "errors_encountered", "last_error")}
 
 
 def leaf_pages(db: Path, table: str) -> list[int]:
@@ -95,13 +86,6 @@ def damage_sections(db: Path) -> None:
     zero_pages(db, pages[len(pages) // 2:])
 
 
-def integrity(db: Path) -> str:
-    try:
-        return rel_integrity(db)
-    except sqlite3.DatabaseError as exc:
-        return str(exc)
-
-
 def token_of(corpus: RelCorpus, rel: str) -> str:
     return next(token for token, path in corpus.live_tokens().items() if path == rel)
 
@@ -116,7 +100,7 @@ def test_status_of_an_index_written_in_place_under_a_server_is_error(indexed, wr
         write(db)
         assert db.stat().st_ino == inode
         status = server.status()
-        assert status["state"] == "error" and status["errors_encountered"] >= 1 and "refresh_index" in status["last_error"], short(status)
+        assert status["state"] == "error" and status["errors_encountered"] >= 1 and "refresh_index" in status["last_error"], rel_short(status)
 
 
 @pytest.mark.parametrize("write", [truncate, garble_past_first_page])
@@ -129,10 +113,10 @@ def test_one_refresh_mends_an_index_written_in_place_before_anything_reads_it(in
         refreshed = server.call("refresh_index")
         assert not refreshed["isError"], refreshed
         status = server.status()
-        assert status["state"] == "idle" and status["indexed_files"] == len(corpus.versions), (refreshed["structuredContent"], short(status))
+        assert status["state"] == "idle" and status["indexed_files"] == len(corpus.versions), (refreshed["structuredContent"], rel_short(status))
         assert not not_found(server, corpus)
         assert server.close() == 0
-    assert rel_integrity(db) == "ok"
+    assert rel_verdict(db) == "ok"
 
 
 def test_an_older_copy_copied_over_the_index_under_a_server_is_seen_and_mended(tmp_path: Path) -> None:
@@ -162,10 +146,10 @@ def test_an_older_copy_copied_over_the_index_under_a_server_is_seen_and_mended(t
         refreshed = server.call("refresh_index")
         assert not refreshed["isError"], refreshed
         status = server.status()
-        assert status["state"] == "idle" and status["indexed_files"] == len(corpus.versions), short(status)
+        assert status["state"] == "idle" and status["indexed_files"] == len(corpus.versions), rel_short(status)
         assert not not_found(server, corpus)
         assert server.close() == 0
-    assert rel_integrity(db) == "ok"
+    assert rel_verdict(db) == "ok"
 
 
 def _in_another_process(code: str) -> str:
@@ -213,7 +197,7 @@ def test_a_writer_in_another_process_is_not_taken_for_another_program(indexed) -
         corpus.add()
         assert rel_run_main("index", *args).returncode == 0
         status = server.status()
-        assert status["state"] == "idle" and status["indexed_files"] == len(corpus.versions), short(status)
+        assert status["state"] == "idle" and status["indexed_files"] == len(corpus.versions), rel_short(status)
     with sqlite3.connect(db) as conn:
         assert conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
     conn.close()
@@ -234,13 +218,13 @@ def test_a_one_file_refresh_after_an_in_place_write_does_not_hide_it(indexed) ->
         rel = sorted(corpus.versions)[0]
         corpus.edit(rel)
         assert not server.call("refresh_index", {"filepath": rel})["isError"]
-        after_one = short(server.status())
+        after_one = rel_short(server.status())
         refreshed = server.call("refresh_index")
         assert not refreshed["isError"], refreshed
         lost = not_found(server, corpus)
-        assert not lost, (len(lost), after_one, refreshed["structuredContent"], short(server.status()))
+        assert not lost, (len(lost), after_one, refreshed["structuredContent"], rel_short(server.status()))
         assert server.close() == 0
-    assert integrity(db) == "ok"
+    assert rel_verdict(db) == "ok"
 
 
 def test_a_live_refresh_after_an_in_place_write_is_not_vouched_for_by_the_clean_close(indexed) -> None:
@@ -267,9 +251,9 @@ def test_a_live_refresh_after_an_in_place_write_is_not_vouched_for_by_the_clean_
         assert server.wait_for_scan()["state"] in ("idle", "error")
         assert not server.call("refresh_index")["isError"]
         lost = not_found(server, corpus)
-        assert not lost, (len(lost), {"closed mark written": closed_mark}, short(server.status()))
+        assert not lost, (len(lost), {"closed mark written": closed_mark}, rel_short(server.status()))
         assert server.close() == 0
-    assert integrity(db) == "ok"
+    assert rel_verdict(db) == "ok"
 
 
 def test_main_py_index_checks_an_index_written_in_place_as_status_says_it_will(indexed) -> None:
@@ -281,11 +265,11 @@ def test_main_py_index_checks_an_index_written_in_place_as_status_says_it_will(i
     args = ("--source", str(source), "--index-dir", str(index_dir))
     damage_sections(db)
     before = json.loads(rel_run_main("status", *args, "--json").stdout)
-    assert before["state"] == "error" and "next scan" in before["last_error"], short(before)
+    assert before["state"] == "error" and "next scan" in before["last_error"], rel_short(before)
     done = rel_run_main("index", *args)
     assert done.returncode == 0, done.stderr
     after = json.loads(rel_run_main("status", *args, "--json").stdout)
-    assert integrity(db) == "ok", (short(after), done.stderr[-300:])
+    assert rel_verdict(db) == "ok", (rel_short(after), done.stderr[-300:])
 
 
 def test_main_py_index_beside_a_server_does_not_hide_an_in_place_write_from_it(indexed) -> None:
@@ -298,12 +282,12 @@ def test_main_py_index_beside_a_server_does_not_hide_an_in_place_write_from_it(i
         assert server.wait_for_scan()["state"] == "idle"
         damage_sections(db)
         assert rel_run_main("index", *args).returncode == 0
-        status = short(server.status())
+        status = rel_short(server.status())
         assert not server.call("refresh_index")["isError"]
         lost = not_found(server, corpus)
-        assert not lost, (len(lost), status, short(server.status()))
+        assert not lost, (len(lost), status, rel_short(server.status()))
         assert server.close() == 0
-    assert integrity(db) == "ok"
+    assert rel_verdict(db) == "ok"
 
 
 def test_an_in_place_write_that_restores_the_file_time_is_seen(indexed) -> None:
@@ -317,7 +301,7 @@ def test_an_in_place_write_that_restores_the_file_time_is_seen(indexed) -> None:
         damage_sections(db)
         os.utime(db, ns=(before.st_atime_ns, before.st_mtime_ns))
         assert db.stat().st_size == before.st_size and db.stat().st_ctime_ns != before.st_ctime_ns
-        status = short(server.status())
+        status = rel_short(server.status())
         assert not server.call("refresh_index")["isError"]
         lost = not_found(server, corpus)
         assert not lost, (len(lost), status)
@@ -341,5 +325,5 @@ def test_a_read_only_look_after_a_server_was_killed_is_not_an_error(indexed) -> 
     assert json.loads(rel_run_main("status", *args, "--json").stdout)["state"] == "idle"
     look_with_an_sqlite_client(db)
     status = json.loads(rel_run_main("status", *args, "--json").stdout)
-    assert status["state"] == "idle" and status["errors_encountered"] == 0, short(status)
-    assert integrity(db) == "ok"
+    assert status["state"] == "idle" and status["errors_encountered"] == 0, rel_short(status)
+    assert rel_verdict(db) == "ok"

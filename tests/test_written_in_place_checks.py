@@ -7,8 +7,6 @@ taken for another program. From a hostile review of the fourth fix; real servers
 
 from __future__ import annotations
 
-import json
-import os
 import random
 import signal
 import sqlite3
@@ -20,31 +18,9 @@ from pathlib import Path
 import pytest
 
 import index_files
-from reliability_helpers import MAIN_PY, WORDS, RelCorpus, RelStdioServer, rel_db_path, rel_integrity, rel_run_main
-
-
-def _cli_status(*args: str) -> dict:
-    done = rel_run_main("status", *args, "--json")
-    assert done.returncode in (0, 1), done.stderr
-    return json.loads(done.stdout)
-
-
-def _short(status: dict) -> dict:
-    return {key: status.get(key) for key in ("state", "last_error")}
-
-
-def _wait_for_log(server: RelStdioServer, text: str, count: int = 1) -> None:
-    deadline = time.monotonic() + 120
-    while server.stderr.count(text) < count:
-        assert time.monotonic() < deadline and server.proc.poll() is None, server.stderr[-2000:]
-        time.sleep(0.05)
-
-
-def _integrity(db: Path) -> str:
-    try:
-        return rel_integrity(db)
-    except Exception as exc:  # noqa: BLE001 - a malformed file raises
-        return str(exc)
+from reliability_helpers import (
+    MAIN_PY, WORDS, RelCorpus, RelStdioServer, rel_db_path, rel_run_main, rel_short, rel_status, rel_verdict, rel_wait_for_log,
+)
 
 
 def _overwrite_inside(db: Path, blobs: list[bytes], width: int, seed: int) -> int:
@@ -81,23 +57,23 @@ def test_in_place_damage_to_the_fts_index_is_found_by_the_check_it_triggers(tmp_
     assert rel_run_main("index", *args).returncode == 0
     db = rel_db_path(src, index_dir)
     with RelStdioServer(*args, "--scan-interval", "0", timeout=120) as server:
-        _wait_for_log(server, "first scan finished")
+        rel_wait_for_log(server, "first scan finished")
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         try:
             blobs = [b for (b,) in conn.execute("SELECT block FROM sections_fts_data WHERE length(block) > 200 ORDER BY length(block) DESC LIMIT 5")]
         finally:
             conn.close()
         assert _overwrite_inside(db, blobs, 40, 1) == len(blobs) > 0
-        assert _integrity(db) != "ok"  # FTS5's integrity-check sees it
-        assert _cli_status(*args)["state"] == "error"
+        assert rel_verdict(db) != "ok"  # FTS5's integrity-check sees it
+        assert rel_status(*args)["state"] == "error"
         failing: list[tuple[int, list[str]]] = []
         for attempt in range(2):
             assert not server.call("refresh_index")["isError"]
             words = [w for w in WORDS if server.call("search", {"query": w})["isError"]]
             failing.append((attempt, words))
-        status = _short(_cli_status(*args))
+        status = rel_short(rel_status(*args))
         server.close()
-    assert not failing[-1][1] or status["state"] == "error", (failing, status, _integrity(db)[:80])
+    assert not failing[-1][1] or status["state"] == "error", (failing, status, rel_verdict(db)[:80])
 
 
 def test_damage_found_when_the_server_starts_is_checked_with_the_sections(tmp_path: Path) -> None:
@@ -121,10 +97,10 @@ def test_damage_found_when_the_server_starts_is_checked_with_the_sections(tmp_pa
     finally:
         conn.close()
     assert _overwrite_inside(db, bodies, 16, 2) > len(bodies) // 2
-    assert _cli_status(*args)["state"] == "error"
+    assert rel_status(*args)["state"] == "error"
     with RelStdioServer(*args, "--scan-interval", "0", timeout=120) as server:
-        _wait_for_log(server, "first scan finished")
-        status = _short(_cli_status(*args))
+        rel_wait_for_log(server, "first scan finished")
+        status = rel_short(rel_status(*args))
         failed = [rel for token, rel in corpus.live_tokens().items() if server.call("search", {"query": token})["isError"]]
         server.close()
     assert not failed or status["state"] == "error", (f"{len(failed)} of {len(corpus.versions)} searches failed", status)
@@ -172,8 +148,8 @@ def test_a_writer_killed_during_its_own_checkpoint_is_not_taken_for_a_change_out
             break
     if caught is None:
         pytest.skip("the kill never landed inside the checkpoint")
-    status = _short(_cli_status(*args))
+    status = rel_short(rel_status(*args))
     again = rel_run_main("index", *args, timeout=300)
     assert again.returncode == 0, again.stderr
-    assert _integrity(db) == "ok"
+    assert rel_verdict(db) == "ok"
     assert status["state"] != "error", (status, "checks after restart:", again.stderr.count("passed its integrity check"))
