@@ -86,6 +86,7 @@ BUSY_TIMEOUT_MS = 10_000
 FORMATS_KEY = "formats"
 _CORRUPTION_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
 _INTERRUPT_CODE = 9  # SQLITE_INTERRUPT
+_BUSY_CODES = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
 #: How many SQLite VM steps run between two looks at whether a query should stop.
 PROGRESS_STEPS = 1000
 
@@ -162,6 +163,15 @@ def is_corruption(exc: BaseException) -> bool:
         # and SQLITE_NOTADB (and for codes never met here); index_writer._prepare_schema raises one of its own.
         return type(exc) is sqlite3.DatabaseError and not str(exc).startswith("schema version")
     return isinstance(exc, sqlite3.DatabaseError) and code is not None and (code & 0xFF) in _CORRUPTION_CODES
+
+
+def is_busy(exc: BaseException) -> bool:
+    """True for the error of a statement that waited its busy timeout for a lock another
+    connection held ("database is locked"): nothing is wrong with the file."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None and sys.version_info < (3, 11):  # 3.10's errors carry no code, only SQLite's message
+        return isinstance(exc, sqlite3.OperationalError) and str(exc) in ("database is locked", "database table is locked")
+    return isinstance(exc, sqlite3.OperationalError) and code is not None and (code & 0xFF) in _BUSY_CODES
 
 
 def is_interruption(exc: BaseException) -> bool:

@@ -420,20 +420,9 @@ class WriterLock:
         and deleted it. False when no writer said, or the file is gone or another one (a scan
         reopens it). Ask while no writer holds the lock: one writing changes the file before it
         says so."""
-        fd = self._open_to_read()
-        if fd is None:
-            return False
-        try:
-            fields = os.pread(fd, LOCK_RECORD_BYTES, LOCK_RECORD_BYTES).decode("ascii", "replace").split()
-        except OSError:
-            return False
-        finally:
-            os.close(fd)
+        left, wal, state = self._left_note()
         now = file_identity(db_path)
-        if len(fields) != 8 or fields[0] != "left" or not all(field.isdigit() for field in fields[1:]) or now is None:
-            return False
-        *left, wal, state = map(int, fields[1:])
-        if left[:2] != now[:2] or state == OWN_STEP:
+        if not left or now is None or left[:2] != now[:2] or state == OWN_STEP:
             return False
         if state:
             return True
@@ -442,6 +431,30 @@ class WriterLock:
         # (SQLite deletes the WAL of a file it finds empty: an emptied file is always a change. A
         # read-only connection makes the WAL again, empty.)
         return not (wal and now[2] and not _wal_bytes(db_path))
+
+    def left_inside_step(self, db_path: Path) -> bool:
+        """Whether the last writer's note says it was inside its own step (note_left's
+        ``own_step``) on this file: while no writer holds the lock, one that died there."""
+        left, _, state = self._left_note()
+        now = file_identity(db_path)
+        return state == OWN_STEP and now is not None and left[:2] == now[:2]
+
+    def _left_note(self) -> tuple[list[int], int, int]:
+        """The last note_left: (device, inode, size, mtime, ctime), WAL bytes, state; ([], 0, 0)
+        if there is none (an older version's lock file) or it does not parse."""
+        fd = self._open_to_read()
+        if fd is None:
+            return [], 0, 0
+        try:
+            fields = os.pread(fd, LOCK_RECORD_BYTES, LOCK_RECORD_BYTES).decode("ascii", "replace").split()
+        except OSError:
+            return [], 0, 0
+        finally:
+            os.close(fd)
+        if len(fields) != 8 or fields[0] != "left" or not all(field.isdigit() for field in fields[1:]):
+            return [], 0, 0
+        *left, wal, state = map(int, fields[1:])
+        return left, wal, state
 
     def _open_to_read(self) -> int | None:
         """A descriptor of the lock file if it is a regular file (never a link, never a FIFO's wait)."""

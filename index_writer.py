@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from database import (
     BUSY_TIMEOUT_MS, FORMATS_KEY, MAX_SECTIONS_PER_FILE, SCHEMA, SCHEMA_VERSION, SectionDamaged, connect, decompress, indexed_text,
-    is_corruption, section_id, starting_with, stored_outline,
+    is_busy, is_corruption, section_id, starting_with, stored_outline,
 )
 from index_files import (
     PRIVATE_FILE_MODE, WriterLock, check_index_directory, file_identity, file_problem, lock_path, make_private, mark_closed,
@@ -197,7 +197,9 @@ class IndexWriter:
         outside = self.write_lock.left_changed(self.db_path)  # before this writer touches it
         moved = self.recovered_from
         self.conn, self.inode = self._open()
-        self.written_outside = outside and self.recovered_from == moved
+        # A writer that died inside its own step (note_left's own_step) may have left anything
+        # since: the whole check looks.
+        self.written_outside = (outside or self.write_lock.left_inside_step(self.db_path)) and self.recovered_from == moved
         self.sound = (before is None or before[2] == 0 or self.recovered_from != moved) and not self.written_outside
         self._note_left()
 
@@ -253,7 +255,7 @@ class IndexWriter:
         try:
             return step()
         finally:
-            self._left = file_identity(self.db_path)
+            self._left = self.write_lock.note_left(self.db_path, self.written_outside)
 
     def _changed_since_left(self) -> None:
         """Note ``written_outside`` if the file changed since this writer last saw it as it left it
@@ -575,6 +577,8 @@ def _fts_check(db_path: Path) -> str:
         conn.execute("INSERT INTO sections_fts (sections_fts) VALUES ('integrity-check')")
         return "ok"
     except sqlite3.DatabaseError as exc:
+        if is_busy(exc):
+            raise  # no verdict: the write lock it needs is another program's now
         return f"the full-text index: {exc}"
     finally:
         conn.close()

@@ -274,11 +274,17 @@ class TextIndexer:
 
     def check_integrity(self, sections_too: bool = False) -> bool:
         """Run SQLite's quick_check (and, with ``sections_too``, decompress every section's text);
-        move a damaged index aside and start empty. True if it was ok."""
+        move a damaged index aside and start empty. True if it was ok. A check that could not run
+        (another program holds SQLite's write lock, which FTS5's check needs) is no verdict: the
+        index is kept, not vouched for, and checked at the next scan."""
         with self.writer.write_lock.held(self._waiting_for, self.stop.is_set):
             try:
                 verdict = self.writer.quick_check(sections_too)
             except sqlite3.DatabaseError as exc:
+                if database.is_busy(exc):
+                    self.damage_suspected = True
+                    logger.warning("%s could not be checked now (%s); the next scan tries again", self.writer.db_path, exc)
+                    return False
                 verdict = str(exc)
             if verdict == "ok":
                 return True

@@ -53,7 +53,9 @@ def _status_and_reading(
         unreadable = not getattr(exc, "not_made_yet", False)
         problem = problem or (_unreadable_problem(exc) if unreadable else str(exc))
     writer = lock.holder()
-    if not unreadable and writer is None and lock.left_changed(db_path):
+    if not unreadable and writer is None and lock.left_inside_step(db_path):
+        read, unreadable, problem = False, True, startup_error or STOPPED_INSIDE_STEP
+    elif not unreadable and writer is None and lock.left_changed(db_path):
         read, unreadable, problem = False, True, startup_error or CHANGED_OUTSIDE
     if not read and indexer is not None:
         indexer.suspect_damage()  # not read, or not to be trusted: the next scan looks
@@ -112,6 +114,12 @@ def _status_and_reading(
 CHANGED_OUTSIDE = (
     "the index file was changed outside this program since it last wrote it; the next scan (refresh_index)"
     " checks it, and rebuilds it if damaged"
+)
+
+#: A writer killed while it copied its WAL into the file (SQLite completes that at the next
+#: opening): what else happened to the file since cannot be told from it.
+STOPPED_INSIDE_STEP = (
+    "a writer of the index stopped while writing the file; the next scan (refresh_index) checks it, and rebuilds it if damaged"
 )
 
 

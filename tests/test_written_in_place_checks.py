@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import pytest
@@ -107,10 +108,11 @@ def test_damage_found_when_the_server_starts_is_checked_with_the_sections(tmp_pa
 
 
 def _note(db: Path) -> list[str]:
-    return index_files.lock_path(db).read_bytes()[index_files.LOCK_RECORD_BYTES:].split()
+    """The lock file's second record: "left dev ino size mtime ctime wal state"."""
+    return index_files.lock_path(db).read_bytes()[index_files.LOCK_RECORD_BYTES:].decode("ascii", "replace").split()
 
 
-def test_a_writer_killed_during_its_own_checkpoint_is_not_taken_for_a_change_outside(tmp_path: Path) -> None:
+def test_a_writer_killed_during_its_own_checkpoint_is_not_taken_for_another_program(tmp_path: Path) -> None:
     """A writer notes what it left the file as after its step that copies the WAL into the file
     (_own: a commit's checkpoint, wal_checkpoint(TRUNCATE), closing); killed inside that step
     (SIGKILL, OOM killer, a client's kill after its grace period), the note says the file as
@@ -152,4 +154,147 @@ def test_a_writer_killed_during_its_own_checkpoint_is_not_taken_for_a_change_out
     again = rel_run_main("index", *args, timeout=300)
     assert again.returncode == 0, again.stderr
     assert rel_verdict(db) == "ok"
-    assert status["state"] != "error", (status, "checks after restart:", again.stderr.count("passed its integrity check"))
+    # It may not vouch for the file (what happened after the kill cannot be told), but it says what it knows.
+    assert "changed outside" not in (status["last_error"] or ""), status
+    assert status["state"] == "idle" or "stopped while writing" in status["last_error"], status
+
+
+# From a hostile review of the fifth fix.
+
+
+def _damaged_sections(db: Path) -> int:
+    """How many sections' stored text no longer decompresses (what the whole check reads)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        bad = 0
+        for (body,) in conn.execute("SELECT body FROM sections"):
+            try:
+                zlib.decompress(body)
+            except zlib.error:
+                bad += 1
+        return bad
+    finally:
+        conn.close()
+
+
+def _early_bodies(db: Path, limit: int = 40) -> list[bytes]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return [b for (b,) in conn.execute("SELECT body FROM sections WHERE length(body) > 120 ORDER BY id LIMIT ?", (limit,))]
+    finally:
+        conn.close()
+
+
+_READER = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN")
+conn.execute("SELECT count(*) FROM files").fetchone()  # a read transaction: an old snapshot pinned
+print("reading", flush=True)
+sys.stdin.read()
+conn.execute("COMMIT")
+conn.close()
+"""
+
+
+def _pinning_reader(db: Path) -> subprocess.Popen:
+    """Another program reading the index (a DB browser, a backup): it holds one snapshot, so a
+    writer's wal_checkpoint(TRUNCATE) waits CHECKPOINT_BUSY_MS for it, inside _own (state 2)."""
+    reader = subprocess.Popen([sys.executable, "-c", _READER, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert reader.stdout.readline().strip() == "reading"
+    return reader
+
+
+def _indexed(tmp_path: Path, files: int) -> tuple[RelCorpus, tuple[str, ...], Path]:
+    src, index_dir = tmp_path / "src", tmp_path / "idx"
+    src.mkdir()
+    corpus = RelCorpus(src, random.Random(13))
+    for _ in range(files):
+        corpus.add(paragraphs=6)
+    args = ("--source", str(src), "--index-dir", str(index_dir))
+    assert rel_run_main("index", *args).returncode == 0
+    return corpus, args, rel_db_path(src, index_dir)
+
+
+def _watch_own_step(scan: subprocess.Popen, db: Path) -> bool:
+    """Wait until the lock file says a writer is inside its own step (state 2); False if the scan ended first."""
+    while scan.poll() is None:
+        note = _note(db)
+        if len(note) == 8 and note[0] == "left" and note[7] == str(index_files.OWN_STEP):
+            return True
+        time.sleep(0.0005)
+    return False
+
+
+def test_a_write_lock_held_by_an_sqlite_client_is_not_damage(tmp_path: Path) -> None:
+    """The whole check's FTS5 integrity-check is an INSERT: it needs SQLite's write lock, and any
+    error it meets is taken for damage. A user's SQLite client (a DB browser with an edit not yet
+    written, the sqlite3 shell inside BEGIN) commits a change, which is folded into the file (a
+    change outside: the next scan checks), then holds a write transaction. Seen: refresh_index
+    waits the busy timeout (10 s), the check says "the full-text index: database is locked", the
+    index is moved aside as corrupt (its WAL too, under the client) and rebuilt, an error counted.
+    Now: a lock is not damage; the check is put off to the next scan, nothing moved aside."""
+    corpus, args, db = _indexed(tmp_path, 30)
+    client_code = f"""
+import sqlite3, sys
+conn = sqlite3.connect({str(db)!r}, isolation_level=None)
+conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('note', 'mine')")
+conn.execute("PRAGMA wal_checkpoint")
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('note2', 'pending')")
+print("holding", flush=True)
+sys.stdin.read()
+conn.execute("ROLLBACK")
+"""
+    with RelStdioServer(*args, "--scan-interval", "0", timeout=120) as server:
+        server.wait_for_scan()
+        client = subprocess.Popen([sys.executable, "-c", client_code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            assert client.stdout.readline().strip() == "holding"
+            server.call("refresh_index")
+        finally:
+            client.stdin.close()
+            client.wait()
+        status = rel_short(server.status())
+        server.close()
+    moved = sorted(p.name for p in db.parent.glob("*.corrupt-*"))
+    assert not moved, (moved, status, [line for line in server.stderr.splitlines() if "integrity" in line][:2])
+
+
+def test_a_writer_killed_inside_its_own_step_vouches_for_damage_done_after(tmp_path: Path) -> None:
+    """A writer killed while its note says state 2 (inside a checkpoint: SIGKILL, the OOM killer, a
+    client's kill after its grace period) leaves that note until the next writer writes one, and
+    left_changed answers False for state 2 whatever the file is then. Section text overwritten in
+    place afterwards, while no writer runs: status says idle; the next server's start check
+    (quick_check only: not the whole check) passes and the first scan sees no change outside, so
+    searches meet "a section's stored text is damaged". Now: status says a writer stopped while
+    writing (not vouched for), and the next writer checks the whole file."""
+    corpus, args, db = _indexed(tmp_path, 60)
+    for _ in range(20):
+        corpus.add(paragraphs=6)
+    bodies = _early_bodies(db)
+    reader = _pinning_reader(db)
+    caught = False
+    try:
+        for _attempt in range(4):
+            scan = subprocess.Popen([sys.executable, str(MAIN_PY), "index", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if _watch_own_step(scan, db):
+                scan.send_signal(signal.SIGKILL)
+            scan.wait()
+            if scan.returncode == -signal.SIGKILL and _note(db)[7] == str(index_files.OWN_STEP):
+                caught = True
+                break
+    finally:
+        reader.stdin.close()  # the reader, closing last, folds the WAL into the file (not a change outside)
+        reader.wait()
+    if not caught:
+        pytest.skip("the kill never landed inside a writer's own step")
+    assert _overwrite_inside(db, bodies, 16, 6) > len(bodies) // 2  # another program, no writer running
+    assert _damaged_sections(db) > 0
+    before = rel_short(rel_status(*args))
+    with RelStdioServer(*args, "--scan-interval", "0", timeout=120) as server:
+        server.wait_for_scan()
+        after = rel_short(server.status())
+        failed = [rel for token, rel in corpus.live_tokens().items() if server.call("search", {"query": token})["isError"]]
+        server.close()
+    assert before["state"] == "error", (before, after, f"{len(failed)} searches failed after the server's first scan")
