@@ -275,7 +275,6 @@ class IndexWriter:
                 emptied = held and self._truncate_on_closing()
                 if held:
                     self._own(self.conn.close)
-                    self._note_left()
                 else:
                     self.conn.close()  # another process writes: its connection is open, so this one copies nothing
                 if emptied and untouched and not self.written_outside:

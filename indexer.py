@@ -273,7 +273,7 @@ class TextIndexer:
         return lambda: self.stop.is_set() or (cancelled is not None and cancelled())
 
     def check_integrity(self, sections_too: bool = False) -> bool:
-        """Run SQLite's quick_check (and, with ``sections_too``, decompress every section's text);
+        """Run SQLite's quick_check (with ``sections_too``, the whole check: IndexWriter.quick_check);
         move a damaged index aside and start empty. True if it was ok. A check that could not run
         (another program holds SQLite's write lock, which FTS5's check needs) is no verdict: the
         index is kept, not vouched for, and checked at the next scan."""
