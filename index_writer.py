@@ -194,12 +194,10 @@ class IndexWriter:
         vouch for it (index_files.CLOSED_SUFFIX); a check that passes (quick_check) makes it known sound, and
         damage a reader suspects (distrust) unknown again."""
         before = file_identity(self.db_path)
-        outside = self.write_lock.left_changed(self.db_path)  # before this writer touches it
+        outside = self._left_by_another()  # before this writer touches it
         moved = self.recovered_from
         self.conn, self.inode = self._open()
-        # A writer that died inside its own step (note_left's own_step) may have left anything
-        # since: the whole check looks.
-        self.written_outside = (outside or self.write_lock.left_inside_step(self.db_path)) and self.recovered_from == moved
+        self.written_outside = outside and self.recovered_from == moved
         self.sound = (before is None or before[2] == 0 or self.recovered_from != moved) and not self.written_outside
         self._note_left()
 
@@ -220,7 +218,12 @@ class IndexWriter:
         """Whether another program wrote the file in place since a writer of the index last left it
         (WriterLock.left_changed), as this writer found on opening it or before a write, or finds
         now; ask holding the write lock."""
-        return self.written_outside or self.write_lock.left_changed(self.db_path)
+        return self.written_outside or self._left_by_another()
+
+    def _left_by_another(self) -> bool:
+        """Whether the lock file says the file was changed outside since a writer left it, or that
+        a writer died inside its own step (what happened to the file since cannot be told)."""
+        return self.write_lock.left_changed(self.db_path) or self.write_lock.left_inside_step(self.db_path)
 
     def distrust(self) -> None:
         """A reader saw the index fail: this writer no longer knows it sound, until a check passes."""
@@ -234,7 +237,7 @@ class IndexWriter:
         to vouch for: ``written_outside`` until a check passes."""
         with self.write_lock.held(), self.lock:
             if not self._depth:
-                if self.write_lock.left_changed(self.db_path):
+                if self._left_by_another():
                     self.written_outside, self.sound = True, False
                 else:  # as this writer, or a writer in another process, left it
                     self._left = file_identity(self.db_path)

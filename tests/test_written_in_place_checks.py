@@ -298,3 +298,44 @@ def test_a_writer_killed_inside_its_own_step_vouches_for_damage_done_after(tmp_p
         failed = [rel for token, rel in corpus.live_tokens().items() if server.call("search", {"query": token})["isError"]]
         server.close()
     assert before["state"] == "error", (before, after, f"{len(failed)} searches failed after the server's first scan")
+
+
+def test_a_running_servers_scan_checks_a_file_a_writer_stopped_writing(tmp_path: Path) -> None:
+    """Two writers share an index (a server, and a second server or a CLI index). The second dies
+    inside its own step (SIGKILL during a commit's checkpoint): its note says state 2, just as
+    _own writes it before the step (reproduced here with WriterLock.note_left(own_step=True) under
+    the lock, then released without the note after). Then another program overwrites bytes of
+    FTS5's index in place. Status (CLI) says "error: a writer of the index stopped while writing
+    the file; the next scan (refresh_index) checks it". The running server opened the file before
+    that, so its written_outside is False, and left_changed is False for state 2 by design: its
+    refresh_index checked nothing, noted state 0, and status said idle on a file whose FTS5
+    integrity-check fails (a hostile review of the sixth fix). Now any writer takes state 2 as a
+    reason for the whole check."""
+    src, index_dir = tmp_path / "src", tmp_path / "idx"
+    src.mkdir()
+    corpus = RelCorpus(src, random.Random(7))
+    for _ in range(200):
+        corpus.add(paragraphs=6)
+    args = ("--source", str(src), "--index-dir", str(index_dir))
+    assert rel_run_main("index", *args).returncode == 0
+    db = rel_db_path(src, index_dir)
+    with RelStdioServer(*args, "--scan-interval", "0", timeout=120) as server:
+        rel_wait_for_log(server, "first scan finished")
+        other = index_files.WriterLock(index_files.lock_path(db))  # the other writer, inside its step
+        with other.held():
+            other.note_left(db, own_step=True)
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            blobs = [b for (b,) in conn.execute("SELECT block FROM sections_fts_data WHERE length(block) > 200 ORDER BY length(block) DESC LIMIT 5")]
+        finally:
+            conn.close()
+        assert _overwrite_inside(db, blobs, 40, 1) == len(blobs) > 0
+        assert rel_verdict(db) != "ok"
+        before = rel_short(rel_status(*args))
+        assert before["state"] == "error" and "stopped while writing" in before["last_error"], before
+        corpus.add(paragraphs=3)
+        assert not server.call("refresh_index")["isError"]
+        after = rel_short(rel_status(*args))
+        server.close()
+    verdict = rel_verdict(db)
+    assert verdict == "ok" or after["state"] == "error", (before, after, verdict[:80])
