@@ -285,6 +285,9 @@ class LockHolder(NamedTuple):
 LOCK_RECORD_BYTES = 96
 #: The state note_left gives a file its holder is changing itself.
 OWN_STEP = 2
+#: What WriterLock.left_by_another finds.
+CHANGED_OUTSIDE = "changed outside"
+STOPPED_INSIDE_STEP = "stopped inside its own step"
 
 
 class WriterLock:
@@ -400,7 +403,7 @@ class WriterLock:
     def note_left(self, db_path: Path, outside: bool = False, own_step: bool = False) -> list[int] | None:
         """Say what the index file is as the holder leaves it (held only), and return it: its
         file_identity, whether its WAL holds frames, and ``outside``: the holder found it changed
-        by something else (left_changed), and does not vouch for it until a check passes; or
+        by something else (left_by_another), and does not vouch for it until a check passes; or
         ``own_step``: the holder is about to change it itself (copy its WAL into it), a step that
         SQLite completes at the next opening if the holder dies inside it."""
         identity = file_identity(db_path)
@@ -410,34 +413,27 @@ class WriterLock:
             os.pwrite(self._fd, f"left {note}".encode("ascii")[: LOCK_RECORD_BYTES - 1].ljust(LOCK_RECORD_BYTES - 1) + b"\n", LOCK_RECORD_BYTES)
         return identity
 
-    def left_changed(self, db_path: Path) -> bool:
-        """Whether the index file was written since a writer last left it (note_left) by something
-        else: the same file (device and inode), another size, modification or change time (a file
-        written with its time put back still has a new change time; a chmod moves it too); or the
-        writer found it so. Not while a writer said it was changing it itself (or died doing
-        so: note_left's ``own_step``), nor when the WAL held frames then and holds none now: the last
-        connection to close (an SQLite client after a server was killed) copied them into the file
-        and deleted it. False when no writer said, or the file is gone or another one (a scan
-        reopens it). Ask while no writer holds the lock: one writing changes the file before it
-        says so."""
+    def left_by_another(self, db_path: Path) -> str | None:
+        """What the last writer's note (note_left) says of the index file as it is now, when that
+        is not "as a writer left it": CHANGED_OUTSIDE, written since by something else (the same
+        file, device and inode, with another size, modification or change time: a file written
+        with its time put back still has a new change time, a chmod moves it too), or the writer
+        found it so; STOPPED_INSIDE_STEP, a writer said it was changing it itself and, while no
+        writer holds the lock, died doing so (what happened to the file since cannot be told).
+        Not when the WAL held frames then and holds none now: the last connection to close (an
+        SQLite client after a server was killed) copied them into the file and deleted it. None
+        too when no writer said, or the file is gone or another one (a scan reopens it). Ask while
+        no writer holds the lock: one writing changes the file before it says so."""
         left, wal, state = self._left_note()
         now = file_identity(db_path)
-        if not left or now is None or left[:2] != now[:2] or state == OWN_STEP:
-            return False
-        if state:
-            return True
-        if left[2:] == now[2:]:
-            return False
+        if not left or now is None or left[:2] != now[:2]:
+            return None
+        if state == OWN_STEP:
+            return STOPPED_INSIDE_STEP
         # (SQLite deletes the WAL of a file it finds empty: an emptied file is always a change. A
         # read-only connection makes the WAL again, empty.)
-        return not (wal and now[2] and not _wal_bytes(db_path))
-
-    def left_inside_step(self, db_path: Path) -> bool:
-        """Whether the last writer's note says it was inside its own step (note_left's
-        ``own_step``) on this file: while no writer holds the lock, one that died there."""
-        left, _, state = self._left_note()
-        now = file_identity(db_path)
-        return state == OWN_STEP and now is not None and left[:2] == now[:2]
+        folded = wal and now[2] and not _wal_bytes(db_path)
+        return CHANGED_OUTSIDE if state or (left[2:] != now[2:] and not folded) else None
 
     def _left_note(self) -> tuple[list[int], int, int]:
         """The last note_left: (device, inode, size, mtime, ctime), WAL bytes, state; ([], 0, 0)

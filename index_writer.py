@@ -97,7 +97,7 @@ class IndexWriter:
         self.lock = threading.RLock()
         self.recovered_from: str | None = None
         #: Another program wrote the file since a writer of the index last said what it left it as
-        #: (WriterLock.left_changed): found on opening it or before a write; cleared by a check.
+        #: (WriterLock.left_by_another): found on opening it or before a write; cleared by a check.
         self.written_outside = False
         self._depth = 0  # of _writing, nested
         #: How often the file was opened anew (reopened, rebuilt): each source's loop scans again then.
@@ -216,14 +216,14 @@ class IndexWriter:
 
     def changed_outside(self) -> bool:
         """Whether another program wrote the file in place since a writer of the index last left it
-        (WriterLock.left_changed), as this writer found on opening it or before a write, or finds
+        (WriterLock.left_by_another), as this writer found on opening it or before a write, or finds
         now; ask holding the write lock."""
         return self.written_outside or self._left_by_another()
 
     def _left_by_another(self) -> bool:
         """Whether the lock file says the file was changed outside since a writer left it, or that
-        a writer died inside its own step (what happened to the file since cannot be told)."""
-        return self.write_lock.left_changed(self.db_path) or self.write_lock.left_inside_step(self.db_path)
+        a writer died inside its own step (WriterLock.left_by_another)."""
+        return self.write_lock.left_by_another(self.db_path) is not None
 
     def distrust(self) -> None:
         """A reader saw the index fail: this writer no longer knows it sound, until a check passes."""
@@ -232,7 +232,7 @@ class IndexWriter:
     @contextmanager
     def _writing(self) -> Iterator[None]:
         """Hold the write lock and this writer's lock; the file as it is after is what this writer
-        left (see close). Written by another program before (WriterLock.left_changed), or while it
+        left (see close). Written by another program before (WriterLock.left_by_another), or while it
         is held but by this writer's own steps that change the file (_own), it is not this writer's
         to vouch for: ``written_outside`` until a check passes."""
         with self.write_lock.held(), self.lock:

@@ -53,10 +53,9 @@ def _status_and_reading(
         unreadable = not getattr(exc, "not_made_yet", False)
         problem = problem or (_unreadable_problem(exc) if unreadable else str(exc))
     writer = lock.holder()
-    if not unreadable and writer is None and lock.left_inside_step(db_path):
-        read, unreadable, problem = False, True, startup_error or STOPPED_INSIDE_STEP
-    elif not unreadable and writer is None and lock.left_changed(db_path):
-        read, unreadable, problem = False, True, startup_error or CHANGED_OUTSIDE
+    found = lock.left_by_another(db_path) if not unreadable and writer is None else None
+    if found is not None:
+        read, unreadable, problem = False, True, startup_error or UNTRUSTED[found]
     if not read and indexer is not None:
         indexer.suspect_damage()  # not read, or not to be trusted: the next scan looks
     meta = index_queries.source_meta(counts["meta"], prefix)
@@ -109,18 +108,17 @@ def _status_and_reading(
     return reply, unreadable
 
 
-#: Said also when an SQLite client, closing last, folds into the file what a server killed left in
-#: its WAL: nothing tells that apart from damage, and the check costs one scan's time.
-CHANGED_OUTSIDE = (
-    "the index file was changed outside this program since it last wrote it; the next scan (refresh_index)"
-    " checks it, and rebuilds it if damaged"
-)
-
-#: A writer killed while it copied its WAL into the file (SQLite completes that at the next
-#: opening): what else happened to the file since cannot be told from it.
-STOPPED_INSIDE_STEP = (
-    "a writer of the index stopped while writing the file; the next scan (refresh_index) checks it, and rebuilds it if damaged"
-)
+#: What status says of an index file the writers' note does not vouch for (WriterLock.left_by_another).
+#: "Changed outside" is said also when an SQLite client, closing last, folds into the file what a
+#: server killed left in its WAL: nothing tells that apart from damage, and the check costs one
+#: scan's time. A writer killed while it copied its WAL into the file (SQLite completes that at the
+#: next opening): what else happened to the file since cannot be told.
+UNTRUSTED = {
+    index_files.CHANGED_OUTSIDE: "the index file was changed outside this program since it last wrote it;"
+    " the next scan (refresh_index) checks it, and rebuilds it if damaged",
+    index_files.STOPPED_INSIDE_STEP: "a writer of the index stopped while writing the file; the next scan"
+    " (refresh_index) checks it, and rebuilds it if damaged",
+}
 
 
 def _unreadable_problem(exc: BaseException) -> str:
