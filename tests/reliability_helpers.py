@@ -166,12 +166,13 @@ def rel_verdict(db_path: Path) -> str:
         return str(exc)
 
 
-def rel_indexed(source: Path, index_dir: Path, files: int, seed: int = 7) -> RelCorpus:
-    """A corpus of ``files`` files in ``source``, indexed once by `main.py index` into ``index_dir``."""
+def rel_indexed(source: Path, index_dir: Path, files: int, seed: int = 7, paragraphs: int = 3) -> RelCorpus:
+    """A corpus of ``files`` files of ``paragraphs`` paragraphs in ``source``, indexed once by
+    `main.py index` into ``index_dir``."""
     source.mkdir()
     corpus = RelCorpus(source, random.Random(seed))
     for _ in range(files):
-        corpus.add()
+        corpus.add(paragraphs=paragraphs)
     done = rel_run_main("index", "--source", str(source), "--index-dir", str(index_dir))
     assert done.returncode == 0, done.stderr
     return corpus

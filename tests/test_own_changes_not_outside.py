@@ -20,31 +20,26 @@ import pytest
 
 import index_files
 from reliability_helpers import (
-    MAIN_PY, RelCorpus, RelStdioServer, rel_db_path, rel_run_main, rel_short, rel_status, rel_verdict, rel_wait_for_log,
+    MAIN_PY, RelCorpus, RelStdioServer, rel_db_path, rel_indexed, rel_run_main, rel_short, rel_status, rel_verdict, rel_wait_for_log,
 )
 
 REOPENED = "passed its integrity check: reopening it"
 
 
 @pytest.fixture
-def source(tmp_path: Path) -> tuple[Path, Path, RelCorpus]:
+def indexed(tmp_path: Path) -> tuple[tuple[str, ...], Path, RelCorpus]:
+    """40 files indexed once by `main.py index`: (the source's arguments, db, corpus)."""
     src, index_dir = tmp_path / "src", tmp_path / "idx"
-    src.mkdir()
-    corpus = RelCorpus(src, random.Random(7))
-    for _ in range(40):
-        corpus.add()
-    return src, index_dir, corpus
+    corpus = rel_indexed(src, index_dir, 40)
+    return ("--source", str(src), "--index-dir", str(index_dir)), rel_db_path(src, index_dir), corpus
 
 
-def test_one_harmless_outside_change_is_checked_once_not_at_every_scan(source) -> None:
+def test_one_harmless_outside_change_is_checked_once_not_at_every_scan(indexed) -> None:
     """chmod (a backup tool, `chmod 600`) moves the file's ctime: status says error, the next
     refresh_index checks it and reopens; that reopen's close folds the WAL into the file and the
     writer takes its own fold for another program's write. Seen: every refresh_index ran the full
     integrity check and reopened (4 of 4), status stayed "changed outside" after each."""
-    src, index_dir, corpus = source
-    args = ("--source", str(src), "--index-dir", str(index_dir))
-    assert rel_run_main("index", *args).returncode == 0
-    db = rel_db_path(src, index_dir)
+    args, db, corpus = indexed
     with RelStdioServer(*args, "--scan-interval", "0") as server:
         rel_wait_for_log(server, "first scan finished")
         os.chmod(db, 0o600)  # same mode: only the ctime moves
@@ -84,15 +79,12 @@ def test_several_sources_do_not_check_and_reopen_in_a_loop_after_one_outside_cha
     assert checks <= 2, f"{checks} integrity checks and reopens after one outside change"
 
 
-def test_a_server_closing_while_a_status_poll_holds_its_shared_lock_leaves_no_error(source) -> None:
+def test_a_server_closing_while_a_status_poll_holds_its_shared_lock_leaves_no_error(indexed) -> None:
     """WriterLock.holder() (every `main.py status`, every status of another server) takes a shared
     flock on the lock file for a moment; a server closing then fails try_hold, skips its note and
     its WAL truncation, and its last conn.close() folds the WAL into the file. Seen: after a clean
     shutdown status said "changed outside this program" (and the next writer checks the file)."""
-    src, index_dir, corpus = source
-    args = ("--source", str(src), "--index-dir", str(index_dir))
-    assert rel_run_main("index", *args).returncode == 0
-    db = rel_db_path(src, index_dir)
+    args, db, corpus = indexed
     with RelStdioServer(*args, "--scan-interval", "0") as server:
         rel_wait_for_log(server, "first scan finished")
         rel = sorted(corpus.versions)[0]
@@ -114,12 +106,8 @@ def test_in_place_damage_while_a_scan_transaction_is_open_is_not_noted_as_the_wr
     up to 10,000 files) is being written are noted as this writer's. Seen: status idle, a second
     `main.py index` checked nothing, the file stayed "database disk image is malformed"."""
     src, index_dir = tmp_path / "src", tmp_path / "idx"
-    src.mkdir()
-    corpus = RelCorpus(src, random.Random(7))
-    for _ in range(120):
-        corpus.add()
+    corpus = rel_indexed(src, index_dir, 120)
     args = ("--source", str(src), "--index-dir", str(index_dir))
-    assert rel_run_main("index", *args).returncode == 0
     db = rel_db_path(src, index_dir)
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:

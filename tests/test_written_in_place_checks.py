@@ -20,7 +20,8 @@ import pytest
 
 import index_files
 from reliability_helpers import (
-    MAIN_PY, WORDS, RelCorpus, RelStdioServer, rel_db_path, rel_run_main, rel_short, rel_status, rel_verdict, rel_wait_for_log,
+    MAIN_PY, WORDS, RelCorpus, RelStdioServer, rel_db_path, rel_indexed, rel_run_main, rel_short, rel_status, rel_verdict,
+    rel_wait_for_log,
 )
 
 
@@ -42,6 +43,22 @@ def _overwrite_inside(db: Path, blobs: list[bytes], width: int, seed: int) -> in
     return hit
 
 
+def _indexed(tmp_path: Path, files: int, seed: int = 7) -> tuple[RelCorpus, tuple[str, ...], Path]:
+    """``files`` files of 6 paragraphs, indexed once: (corpus, the source's arguments, db)."""
+    src, index_dir = tmp_path / "src", tmp_path / "idx"
+    corpus = rel_indexed(src, index_dir, files, seed, paragraphs=6)
+    return corpus, ("--source", str(src), "--index-dir", str(index_dir)), rel_db_path(src, index_dir)
+
+
+def _largest_fts_blobs(db: Path) -> list[bytes]:
+    """The five largest blocks of FTS5's own index (sections_fts_data)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return [b for (b,) in conn.execute("SELECT block FROM sections_fts_data WHERE length(block) > 200 ORDER BY length(block) DESC LIMIT 5")]
+    finally:
+        conn.close()
+
+
 def test_in_place_damage_to_the_fts_index_is_found_by_the_check_it_triggers(tmp_path: Path) -> None:
     """The check a change outside triggers (quick_check + every section's text) never reads FTS5's
     own index (sections_fts_data: most of the file). Bytes overwritten inside its blobs under a
@@ -49,21 +66,10 @@ def test_in_place_damage_to_the_fts_index_is_found_by_the_check_it_triggers(tmp_
     and says idle; searches for common words fail "database disk image is malformed"; a search
     failing makes the next scan check again, which passes again: they fail for good. Seen: 2
     refreshes, status idle after each, 3 of 21 words failing after each, no rebuild."""
-    src, index_dir = tmp_path / "src", tmp_path / "idx"
-    src.mkdir()
-    corpus = RelCorpus(src, random.Random(7))
-    for _ in range(200):
-        corpus.add(paragraphs=6)
-    args = ("--source", str(src), "--index-dir", str(index_dir))
-    assert rel_run_main("index", *args).returncode == 0
-    db = rel_db_path(src, index_dir)
+    _, args, db = _indexed(tmp_path, 200)
     with RelStdioServer(*args, "--scan-interval", "0", timeout=120) as server:
         rel_wait_for_log(server, "first scan finished")
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        try:
-            blobs = [b for (b,) in conn.execute("SELECT block FROM sections_fts_data WHERE length(block) > 200 ORDER BY length(block) DESC LIMIT 5")]
-        finally:
-            conn.close()
+        blobs = _largest_fts_blobs(db)
         assert _overwrite_inside(db, blobs, 40, 1) == len(blobs) > 0
         assert rel_verdict(db) != "ok"  # FTS5's integrity-check sees it
         assert rel_status(*args)["state"] == "error"
@@ -84,14 +90,7 @@ def test_damage_found_when_the_server_starts_is_checked_with_the_sections(tmp_pa
     (CLI) said error before the start, idle after the first scan, and every search failed "a
     section's stored text is damaged" until a failed search and then a refresh_index rebuilt it.
     A running server's refresh checks the sections (test_written_in_place); a starting one not."""
-    src, index_dir = tmp_path / "src", tmp_path / "idx"
-    src.mkdir()
-    corpus = RelCorpus(src, random.Random(7))
-    for _ in range(40):
-        corpus.add(paragraphs=6)
-    args = ("--source", str(src), "--index-dir", str(index_dir))
-    assert rel_run_main("index", *args).returncode == 0
-    db = rel_db_path(src, index_dir)
+    corpus, args, db = _indexed(tmp_path, 40)
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
         bodies = [b for (b,) in conn.execute("SELECT body FROM sections WHERE length(body) > 120")]
@@ -205,17 +204,6 @@ def _pinning_reader(db: Path) -> subprocess.Popen:
     return reader
 
 
-def _indexed(tmp_path: Path, files: int) -> tuple[RelCorpus, tuple[str, ...], Path]:
-    src, index_dir = tmp_path / "src", tmp_path / "idx"
-    src.mkdir()
-    corpus = RelCorpus(src, random.Random(13))
-    for _ in range(files):
-        corpus.add(paragraphs=6)
-    args = ("--source", str(src), "--index-dir", str(index_dir))
-    assert rel_run_main("index", *args).returncode == 0
-    return corpus, args, rel_db_path(src, index_dir)
-
-
 def _watch_own_step(scan: subprocess.Popen, db: Path) -> bool:
     """Wait until the lock file says a writer is inside its own step (state 2); False if the scan ended first."""
     while scan.poll() is None:
@@ -234,7 +222,7 @@ def test_a_write_lock_held_by_an_sqlite_client_is_not_damage(tmp_path: Path) -> 
     waits the busy timeout (10 s), the check says "the full-text index: database is locked", the
     index is moved aside as corrupt (its WAL too, under the client) and rebuilt, an error counted.
     Now: a lock is not damage; the check is put off to the next scan, nothing moved aside."""
-    corpus, args, db = _indexed(tmp_path, 30)
+    _, args, db = _indexed(tmp_path, 30, seed=13)
     client_code = f"""
 import sqlite3, sys
 conn = sqlite3.connect({str(db)!r}, isolation_level=None)
@@ -269,7 +257,7 @@ def test_a_writer_killed_inside_its_own_step_vouches_for_damage_done_after(tmp_p
     (quick_check only: not the whole check) passes and the first scan sees no change outside, so
     searches meet "a section's stored text is damaged". Now: status says a writer stopped while
     writing (not vouched for), and the next writer checks the whole file."""
-    corpus, args, db = _indexed(tmp_path, 60)
+    corpus, args, db = _indexed(tmp_path, 60, seed=13)
     for _ in range(20):
         corpus.add(paragraphs=6)
     bodies = _early_bodies(db)
@@ -311,24 +299,13 @@ def test_a_running_servers_scan_checks_a_file_a_writer_stopped_writing(tmp_path:
     refresh_index checked nothing, noted state 0, and status said idle on a file whose FTS5
     integrity-check fails (a hostile review of the sixth fix). Now any writer takes state 2 as a
     reason for the whole check."""
-    src, index_dir = tmp_path / "src", tmp_path / "idx"
-    src.mkdir()
-    corpus = RelCorpus(src, random.Random(7))
-    for _ in range(200):
-        corpus.add(paragraphs=6)
-    args = ("--source", str(src), "--index-dir", str(index_dir))
-    assert rel_run_main("index", *args).returncode == 0
-    db = rel_db_path(src, index_dir)
+    corpus, args, db = _indexed(tmp_path, 200)
     with RelStdioServer(*args, "--scan-interval", "0", timeout=120) as server:
         rel_wait_for_log(server, "first scan finished")
         other = index_files.WriterLock(index_files.lock_path(db))  # the other writer, inside its step
         with other.held():
             other.note_left(db, own_step=True)
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-        try:
-            blobs = [b for (b,) in conn.execute("SELECT block FROM sections_fts_data WHERE length(block) > 200 ORDER BY length(block) DESC LIMIT 5")]
-        finally:
-            conn.close()
+        blobs = _largest_fts_blobs(db)
         assert _overwrite_inside(db, blobs, 40, 1) == len(blobs) > 0
         assert rel_verdict(db) != "ok"
         before = rel_short(rel_status(*args))
