@@ -75,10 +75,21 @@ def _similarity(a: frozenset[int], b: frozenset[int]) -> float:
     return len((a & b).intersection(smallest)) / len(smallest)
 
 
+def _most_unshared(size: int) -> int:
+    """How many of the SKETCH_SIZE smallest hashes of two sketches together (``size`` of them) may
+    be held by one only, for the two to be near-copies (the same float comparison as near's)."""
+    return size - next(shared for shared in range(size + 1) if shared / size >= NEAR_COPY)
+
+
+#: Two near-copies' smallest shared hash is among the PROBED_HASHES smallest of each: every hash
+#: below it is held by one only, and all of those are among the smallest the similarity counts.
+PROBED_HASHES = 1 + max(map(_most_unshared, range(1, SKETCH_SIZE + 1)))
+
+
 class Leaders:
     """The sketches of the files leading the groups of a search so far, to find the group a file
-    is a near-copy of. Each hash points to the leaders holding it, so a file is compared only to
-    the leaders it shares enough hashes with, however many groups there are."""
+    is a near-copy of. Each leader's PROBED_HASHES smallest hashes point to it, so a file is
+    compared only to the leaders whose smallest hashes it shares, however many groups there are."""
 
     def __init__(self) -> None:
         self.leaders: list[tuple[object, frozenset[int]]] = []
@@ -87,7 +98,7 @@ class Leaders:
     def add(self, key: object, blob: bytes) -> None:
         """Make the file sketched as ``blob`` the leader of the group ``key``."""
         hashes = _hashes(blob)
-        for h in hashes:
+        for h in sorted(hashes)[:PROBED_HASHES]:
             self.holding.setdefault(h, []).append(len(self.leaders))
         self.leaders.append((key, hashes))
 
@@ -95,10 +106,9 @@ class Leaders:
         """The keys of the groups whose leader the file sketched as ``blob`` is a near-copy of, best-ranked first."""
         hashes = _hashes(blob)
         least = math.ceil(NEAR_COPY * min(SKETCH_SIZE, len(hashes)))  # fewer shared hashes cannot reach NEAR_COPY
-        # A leader sharing ``least`` of the hashes lacks at most len - least of them, so it holds one
-        # of any len - least + 1: only the leaders holding those few are compared (a line common to
-        # many texts, such as a heading every reference page has, is held by most leaders).
-        probe = sorted(hashes)[:len(hashes) - least + 1]
+        # The smallest hash it shares with a near-copy is also among its len - least + 1 smallest
+        # (it lacks at most len - least of them): a short sketch probes fewer.
+        probe = sorted(hashes)[:min(PROBED_HASHES, len(hashes) - least + 1)]
         for n in sorted({n for h in probe for n in self.holding.get(h, ())}):
             key, theirs = self.leaders[n]
             if len(hashes & theirs) >= least and _similarity(hashes, theirs) >= NEAR_COPY:

@@ -14,7 +14,6 @@ import re
 import string
 import sqlite3
 import struct
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -44,13 +43,12 @@ def _old_similarity(a: frozenset[int], b: frozenset[int]) -> float:
 
 
 def _old_near(leaders: copies.Leaders, blob: bytes) -> list[object]:
+    """Every leader compared, best-ranked first (the index by hashes only spares comparisons)."""
     hashes = copies._hashes(blob)
-    shared = Counter(n for h in hashes for n in leaders.holding.get(h, ()))
     least = copies.NEAR_COPY * min(copies.SKETCH_SIZE, len(hashes))
     return [
-        leaders.leaders[n][0]
-        for n in sorted(n for n, count in shared.items() if count >= least)
-        if _old_similarity(hashes, leaders.leaders[n][1]) >= copies.NEAR_COPY
+        key for key, theirs in leaders.leaders
+        if len(hashes & theirs) >= least and _old_similarity(hashes, theirs) >= copies.NEAR_COPY
     ]
 
 
@@ -82,6 +80,19 @@ def test_near_copies_are_folded_exactly_as_before(leaders: list[list[int]], prob
 @given(a=_sketch, b=_sketch)
 def test_similarity_is_the_same_as_before(a: list[int], b: list[int]) -> None:
     assert copies.similarity(_blob(a), _blob(b)) == _old_similarity(copies._hashes(_blob(a)), copies._hashes(_blob(b)))
+
+
+def test_a_near_copy_is_found_whose_smallest_hashes_the_other_lacks() -> None:
+    # 64 hashes; the other holds 6 smaller ones it lacks and its own first 58: 58 of the 64
+    # smallest of both together are shared (0.906), and the smallest shared is 7th of one of them.
+    base = list(range(100, 164))
+    extra = list(range(10, 16))
+    for leader, probe in ((base, extra + base[:58]), (extra + base[:58], base)):
+        group = copies.Leaders()
+        group.add("other", _blob(list(range(500, 564))))
+        group.add("copy", _blob(leader))
+        assert copies.similarity(_blob(leader), _blob(probe)) >= copies.NEAR_COPY
+        assert list(group.near(_blob(probe))) == ["copy"] == _old_near(group, _blob(probe))
 
 
 def test_near_copies_of_real_texts_are_folded_as_before() -> None:
