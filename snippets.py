@@ -438,7 +438,6 @@ def _after(text: str, words: str, at: int) -> int:
     return at if at == len(text) or text[at] == " " else -1
 
 
-_ONE_SPACE = re.compile(" ")
 _MATCH = re.compile(f"{_MARK_OPEN}[^{_MARK_OPEN}{_MARK_CLOSE}]*(?:{_MARK_CLOSE}|$)")
 
 
@@ -459,12 +458,13 @@ def bounded_snippet(text: str) -> str:
         start = max(0, min(first - room // 3, len(text) - SNIPPET_MAX_CHARS))
         end = start + SNIPPET_MAX_CHARS
         starts = [begin for begin, _ in matches]
-        spaces = (space.start() for space in _ONE_SPACE.finditer(text, max(start - 1, 0), end + 1))
-        cuts = [at for at in spaces if not _inside(matches, starts, at)]
+        low, high = max(start - 1, 0), end + 1  # where a cut may be: a space outside the matches
         if start > 0:
-            start = next((at + 1 for at in cuts if at < first), first)
+            at = _space_outside(text, matches, starts, low, min(high, first))
+            start = first if at is None else at + 1
         if end < len(text):
-            end = next((at for at in reversed(cuts) if at >= last), end)
+            at = _space_outside(text, matches, starts, max(low, last), high, last=True)
+            end = end if at is None else at
             if _inside(matches, starts, end):  # no space to cut at, and a match there: end before it
                 end = starts[bisect.bisect_right(starts, end) - 1]
     cut = text[start:end].strip(" " + ELLIPSIS)
@@ -486,6 +486,14 @@ def _densest(matches: list[tuple[int, int]], text: str) -> tuple[int, int]:
         if found > best:
             best, span = found, (first, run[-1][1])
     return span
+
+
+def _space_outside(text: str, matches: list[tuple[int, int]], starts: list[int], low: int, high: int, last: bool = False) -> int | None:
+    """The first (or ``last``) space of ``text[low:high]`` outside ``matches``, if any."""
+    at = text.rfind(" ", low, high) if last else text.find(" ", low, high)
+    while at >= 0 and _inside(matches, starts, at):
+        at = text.rfind(" ", low, at) if last else text.find(" ", at + 1, high)
+    return at if at >= 0 else None
 
 
 def _inside(matches: list[tuple[int, int]], starts: list[int], at: int) -> bool:

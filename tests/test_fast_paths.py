@@ -5,10 +5,12 @@ here; matching_texts' contentless temp table against the contentful one it repla
 without identifier parts first against every text read whole; the read-ahead
 budget of loader processes when the writer's process loads the first chunk; per-file tags replaced
 and removed; a damaged stored outline reported like a damaged body; identifier_parts against the
-word-by-word reading it replaced, copied here."""
+word-by-word reading it replaced, copied here; a snippet's cuts against the scan of every space it
+replaced, copied here."""
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import re
 import string
@@ -26,6 +28,7 @@ import identifiers
 import index_queries
 import index_writer
 import loader
+import snippets
 from exceptions import IndexUnavailableError
 from indexer import TextIndexer
 from models import DiskFile, ServerConfig
@@ -423,6 +426,50 @@ def test_identifier_parts_of_real_texts_are_the_same_as_before() -> None:
     for path in sorted(Path(__file__).resolve().parent.parent.glob("*.py")):
         text = path.read_text(encoding="utf-8")
         assert identifiers.identifier_parts(text) == _old_identifier_parts(text), path.name
+
+
+# ---- a snippet's cuts: every space in its window looked at, before the change, copied ----------
+
+
+def _old_bounded_snippet(text: str) -> str:
+    if len(text) <= snippets.SNIPPET_MAX_CHARS:
+        return text
+    matches = [(found.start(), found.end()) for found in snippets._MATCH.finditer(text)]
+    first, last = snippets._densest(matches, text)
+    if last - first >= snippets.SNIPPET_MAX_CHARS:
+        start, end = first, first + snippets.SNIPPET_MAX_CHARS
+    else:
+        room = snippets.SNIPPET_MAX_CHARS - (last - first)
+        start = max(0, min(first - room // 3, len(text) - snippets.SNIPPET_MAX_CHARS))
+        end = start + snippets.SNIPPET_MAX_CHARS
+        starts = [begin for begin, _ in matches]
+        spaces = (space.start() for space in re.finditer(" ", text[: end + 1]) if space.start() >= max(start - 1, 0))
+        cuts = [at for at in spaces if not snippets._inside(matches, starts, at)]
+        if start > 0:
+            start = next((at + 1 for at in cuts if at < first), first)
+        if end < len(text):
+            end = next((at for at in reversed(cuts) if at >= last), end)
+            if snippets._inside(matches, starts, end):
+                end = starts[bisect.bisect_right(starts, end) - 1]
+    cut = text[start:end].strip(" " + snippets.ELLIPSIS)
+    if cut.count(snippets._MARK_OPEN) > cut.count(snippets._MARK_CLOSE):
+        cut += snippets._MARK_CLOSE
+    lead = snippets.ELLIPSIS if start > 0 or text.startswith(snippets.ELLIPSIS) else ""
+    tail = snippets.ELLIPSIS if end < len(text) or text.endswith(snippets.ELLIPSIS) else ""
+    return lead + cut + tail
+
+
+_snippet_word = st.sampled_from(
+    ["a", "bb", "word", "x" * 40, "y" * 200, "\ue000hit\ue001", "\ue000two words\ue001", "\ue000long " + "z" * 170 + "\ue001",
+     "\ue000open", "…", "q", ""]
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(words=st.lists(_snippet_word, min_size=1, max_size=60), joiner=st.sampled_from([" ", "  ", " , "]))
+def test_a_snippet_is_cut_where_it_was_before(words: list[str], joiner: str) -> None:
+    text = joiner.join(words)
+    assert snippets.bounded_snippet(text) == _old_bounded_snippet(text)
 
 
 # ---- loading: every file once, in order, and the read-ahead budget kept -----------------------
