@@ -10,10 +10,11 @@ such parts is made from the text with a separator between them (parts_apart), ta
 
 from __future__ import annotations
 
+import operator
 import re
 import string
 from functools import lru_cache
-from itertools import starmap
+from itertools import compress, starmap
 
 #: Each character of the text encoded as ASCII (a non-ASCII character is one "?", a "?" of the text
 #: a space first) as its class: "a" a lower-case letter or digit, "A" a capital, "x" a non-ASCII
@@ -25,10 +26,13 @@ _CLASSES = bytes(
     else ord(" ")
     for code in range(256)
 )
-#: A case change in the classes: a capital after a lower-case letter or digit (``eQ``), or a capital
-#: that starts a word after an acronym (the ``A`` of ``HTTPAdapter``). Found with bytes.find, C at
-#: memory speed: most text has none, and a word is looked at once, from its first.
-_CASE_CHANGES = (b"aA", b"AAa")
+#: A word's first case change, a capital after a lower-case letter or digit (``eQ``) or a capital
+#: that starts a word after an acronym (the ``A`` of ``HTTPAdapter``), and the rest of the word:
+#: each match ends where its word ends. Capitals are rare enough for each to be looked at.
+_FIRST_CHANGE = re.compile(rb"A(?:(?<=aA)|(?<=AA)(?=a))[^ ]*")
+#: The same in the classes reversed (its last case change first): each match ends where its word starts.
+_LAST_CHANGE = re.compile(rb"A(?:(?=a)|(?<=aA)(?=A))[^ ]*")
+_END = re.Match.end
 _PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 #: A longer run of letters and digits is no identifier (a hash, a base64 blob): its parts are not added.
 MAX_IDENTIFIER_CHARS = 100
@@ -57,29 +61,12 @@ def parts_apart(text: str, separator: str) -> str:
 def _identifiers(text: str) -> list[tuple[int, int]]:
     """(start, end) of each camelCase identifier of ``text`` (a word of at most MAX_IDENTIFIER_CHARS)."""
     classes = text.replace("?", " ").encode("ascii", "replace").translate(_CLASSES)
-    found: list[tuple[int, int]] = []
-    end = 0
-    for at in _case_changes(classes):
-        if at < end:
-            continue  # a later change in a word already found
-        start = classes.rfind(b" ", 0, at) + 1
-        end = classes.find(b" ", at)
-        end = len(classes) if end < 0 else end
-        if end - start <= MAX_IDENTIFIER_CHARS:
-            found.append((start, end))
-    return found
-
-
-def _case_changes(classes: bytes) -> list[int]:
-    """Where each case change of ``classes`` (_CASE_CHANGES) is: the offset of its capital, in order."""
-    changes: list[int] = []
-    for change in _CASE_CHANGES:
-        at = classes.find(change)
-        while at >= 0:
-            changes.append(at + 1)
-            at = classes.find(change, at + 2)
-    changes.sort()
-    return changes
+    ends = list(map(_END, _FIRST_CHANGE.finditer(classes)))
+    if not ends:
+        return []
+    starts = list(map(len(text).__sub__, map(_END, _LAST_CHANGE.finditer(classes[::-1]))))
+    starts.reverse()
+    return list(compress(zip(starts, ends), map(MAX_IDENTIFIER_CHARS.__ge__, map(operator.sub, ends, starts))))
 
 
 @lru_cache(maxsize=1 << 14)
