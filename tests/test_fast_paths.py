@@ -443,7 +443,7 @@ def _old_bounded_snippet(text: str) -> str:
         start = max(0, min(first - room // 3, len(text) - snippets.SNIPPET_MAX_CHARS))
         end = start + snippets.SNIPPET_MAX_CHARS
         starts = [begin for begin, _ in matches]
-        spaces = (space.start() for space in re.finditer(" ", text[: end + 1]) if space.start() >= max(start - 1, 0))
+        spaces = (space.start() for space in re.compile(" ").finditer(text, max(start - 1, 0), end + 1))
         cuts = [at for at in spaces if not snippets._inside(matches, starts, at)]
         if start > 0:
             start = next((at + 1 for at in cuts if at < first), first)
