@@ -107,7 +107,7 @@ class Leaders:
         hashes = _hashes(blob)
         least = math.ceil(NEAR_COPY * min(SKETCH_SIZE, len(hashes)))  # fewer shared hashes cannot reach NEAR_COPY
         # The smallest hash it shares with a near-copy is also among its len - least + 1 smallest
-        # (it lacks at most len - least of them): a short sketch probes fewer.
+        # (a near-copy lacks at most len - least of its hashes): a short sketch probes fewer.
         probe = sorted(hashes)[:min(PROBED_HASHES, len(hashes) - least + 1)]
         for n in sorted({n for h in probe for n in self.holding.get(h, ())}):
             key, theirs = self.leaders[n]
