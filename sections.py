@@ -269,14 +269,20 @@ def heading_spans(rows: Sequence[tuple[int, int, str, Sequence[tuple[int, int, s
     if top == 1:  # the first line after front matter
         opened = 1 + rows[0][2].count("\n", 0, markup.front_matter(f"\n{rows[0][2]}\n")[0])
     heading_lines: set[int] = set()
+    # What the lines from ``opened`` up to ``looked`` hold: one that says something, one not blank.
+    # Each line is looked at once: a run of headings with no text between them stays open, and
+    # reading it again at each heading took minutes for a file of 100,000 of them.
+    looked, says, filled = opened, False, False
     for line, level, heading in marks:
         if line > opened:  # the heading closes the span before it, if that says something
-            piece = lines[opened - top:line - top]
-            says = _says_something(piece, opened, heading_lines)
+            for number, text in enumerate(lines[looked - top:line - top], looked):
+                says = says or (number not in heading_lines and bool(text.strip(_UNDERLINE_CHARACTERS)))
+                filled = filled or bool(text.strip())
+            looked = max(looked, line)
             if says:
-                _add_span(spans, names, opened, piece)
-            if says or not any(map(str.strip, piece)):
-                opened, heading_lines = line, set()
+                _add_span(spans, names, opened, lines[opened - top:line - top])
+            if says or not filled:
+                opened, heading_lines, looked, says, filled = line, set(), line, False, False
         while levels and levels[-1] >= level:
             levels.pop()
             names.pop()
@@ -298,14 +304,6 @@ def _add_span(spans: list[HeadingSpan], names: list[str], first: int, lines: lis
 
 #: A line of underline or overline characters (setext and reST headings): not text of a span's own.
 _UNDERLINE_CHARACTERS = " \t=-`:'\"~^_*+#<>."
-
-
-def _says_something(lines: list[str], first: int, heading_lines: set[int]) -> bool:
-    """Whether ``lines`` (from line ``first``) hold one that is neither a heading nor an underline."""
-    for number, line in enumerate(lines, first):
-        if line.strip(_UNDERLINE_CHARACTERS) and number not in heading_lines:
-            return True
-    return False
 
 
 def said_key(body: str) -> bytes:
