@@ -35,6 +35,9 @@ MAX_DOCUMENT_CHARS = 100_000
 MAX_OUTLINE_HEADINGS = 1000
 #: An unknown heading's error lists at most this many of the file's headings.
 MAX_HEADINGS_LISTED = 40
+#: A heading asked for is at most this long: a hit names one in at most 200 characters, the outline
+#: by its path; looking a longer one up among 100,000 headings would only cost time.
+MAX_HEADING_ARGUMENT_CHARS = 4_096
 #: A path that is no file: its error names at most MAX_PATHS_SUGGESTED indexed paths it may have
 #: meant, chosen among at most PATHS_COMPARED of each kind looked up (see _paths_meant).
 MAX_PATHS_SUGGESTED = 5
@@ -195,6 +198,8 @@ def document_reply(
         raise ArgumentError("max_chars", f"must be a whole number from 1 to {MAX_DOCUMENT_CHARS:,}, got {max_chars!r}")
     if heading is not None and not isinstance(heading, str):
         raise ArgumentError("heading", f"must be a string, got {heading!r}")
+    if heading is not None and len(heading) > MAX_HEADING_ARGUMENT_CHARS:
+        raise ArgumentError("heading", f"must be at most {MAX_HEADING_ARGUMENT_CHARS:,} characters (a heading as a hit or the outline names it), got {len(heading):,}")
     document = read_document(config, user_path, every_heading=bool(heading))
     part = document_part(document, heading, start_line, end_line, max_chars, start_char)
     key = config.key(config.source.name, document.path)
@@ -285,8 +290,11 @@ def _heading_named(document: Document, heading: str, line: int | None = None) ->
         # A search hit's lines may start at the headings over its own (a page title with no text
         # of its own goes with the span after it): only headings and blank lines lie between.
         headed = {entry["line_start"] for entry in document.outline}
-        below = [entry for entry in chosen if line < entry["line_start"] and all(
-            number in headed or not document.lines[number - 1].strip() for number in range(line, entry["line_start"]))]
+        last = max(entry["line_start"] for entry in chosen)
+        # The first line from ``line`` on that is neither a heading nor blank: found once, not again
+        # for each heading of the name (a file of 100,000 of one name took minutes).
+        stop = next((number for number in range(line, last) if number not in headed and document.lines[number - 1].strip()), last)
+        below = [entry for entry in chosen if line < entry["line_start"] <= stop]
         if not below:
             raise ArgumentError("start_line", f"start_line {line} is in no section named {wanted[:200]!r}: {_occurrences(base, found)}")
         return below[0]
@@ -309,10 +317,12 @@ def _headings_named(document: Document, wanted: str) -> list[OutlineEntry]:
         return " > ".join(part.strip() for part in name.split(">")).casefold()
 
     for key in (lambda name: name, lambda name: name.strip(), loose):
-        found = [entry for entry in document.outline if key(entry["heading"]) == key(wanted)]
+        asked = key(wanted)  # once: the argument may be long, the outline too
+        found = [entry for entry in document.outline if key(entry["heading"]) == asked]
         if found:
             return found
-    return [entry for entry in document.outline if entry["heading"].rsplit(" > ", 1)[-1].casefold() == wanted.strip().casefold()]
+    own = wanted.strip().casefold()
+    return [entry for entry in document.outline if entry["heading"].rsplit(" > ", 1)[-1].casefold() == own]
 
 
 def _occurrences(base: str, entries: list[OutlineEntry]) -> str:
