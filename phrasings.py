@@ -85,7 +85,7 @@ def fused_search(
     phrasing that ranked it best shows it. The reply's ``query_read`` is the query's; a phrasing
     with nothing to search is named in ``warnings`` (an error only when none has anything)."""
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
-        raise QueryError(query, f"limit must be a whole number from 1 to {MAX_LIMIT}, got {limit!r}")
+        raise ArgumentError("limit", f"must be a whole number from 1 to {MAX_LIMIT}, got {limit!r}")
     if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= MAX_OFFSET:
         raise ArgumentError("offset", f"must be a whole number from 0 to {MAX_OFFSET:,}, got {offset!r}")
     depth = FUSION_DEPTH  # the same for every page and limit: pages are cut from one fused list

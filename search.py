@@ -119,7 +119,7 @@ def searched_page(
     narrowed to the span that answers. Returns the reply and its PageDetail. A fused search ranks
     each phrasing deeper than the page it shows."""
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
-        raise QueryError(query, f"limit must be a whole number from 1 to {MAX_LIMIT}, got {limit!r}")
+        raise ArgumentError("limit", f"must be a whole number from 1 to {MAX_LIMIT}, got {limit!r}")
     if not isinstance(offset, int) or isinstance(offset, bool) or not 0 <= offset <= MAX_OFFSET:
         raise ArgumentError("offset", f"must be a whole number from 0 to {MAX_OFFSET:,}, got {offset!r}")
     limits = Limits(cancelled, time.monotonic() + SEARCH_TIME_LIMIT_SECONDS)

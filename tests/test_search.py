@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from exceptions import QueryError
+from exceptions import ArgumentError, QueryError
 from indexer import TextIndexer
 from models import ServerConfig
 from query import build_match, parse_query
@@ -223,7 +223,7 @@ def test_snippet_window_is_always_a_span_of_the_body(body: str, words: list[str]
 
 @pytest.mark.parametrize("limit", [0, -1, 101, 2.5, True])
 def test_bad_limit_is_a_clear_error(notes: ServerConfig, limit: object) -> None:
-    with pytest.raises(QueryError, match="limit must be a whole number from 1 to 100"):
+    with pytest.raises(ArgumentError, match="^limit: must be a whole number from 1 to 100"):
         search(notes.db_path, "apples", limit)  # type: ignore[arg-type]
 
 
