@@ -105,8 +105,8 @@ def _tags(tags: Sequence[str] | None) -> tuple[str, ...]:
 
 
 def _path_text(path: str) -> str:
-    """The path filter ``path`` checked, with / for \\, and without spaces around or a leading ./;
-    "" for the whole source."""
+    """The path filter ``path`` checked, with / for \\, and without spaces around or "." segments
+    ("./docs", "docs/." and "docs/./" are docs); "" for the whole source."""
     if not isinstance(path, str):
         raise ArgumentError("path", f"must be a string, got {type(path).__name__}")
     text = path.strip().replace("\\", "/")
@@ -118,11 +118,13 @@ def _path_text(path: str) -> str:
         raise ArgumentError("path", "is not valid Unicode (a lone surrogate)")
     if text.startswith("/"):
         raise ArgumentError("path", f"{path!r} is absolute: give a glob relative to the source directory, e.g. 'guides/**/*.md'")
-    while text.startswith("./"):
-        text = text[2:]
     segments = text.split("/")
     if ".." in segments:
         raise ArgumentError("path", f"{path!r}: '..' is not allowed; the filter is relative to the source directory")
+    if "." in segments:  # "." is the folder it is in: "docs/." and "docs/./" are the folder docs, "." the source
+        folder = segments[-1] in (".", "")
+        text = "/".join(segment for segment in segments if segment != ".")
+        text += "/" if folder and text and not text.endswith("/") else ""
     return text if text.strip("/") else ""
 
 
