@@ -219,6 +219,9 @@ class TextIndexer:
         #: Why the last write to the index failed (SQLite's message: a full disk, say): status says
         #: "error" until a write succeeds again. The lock file's record says it to other processes.
         self.write_failure: str | None = None
+        #: Why the last scan could not read the source (gone, unmounted): counted once until a scan
+        #: succeeds again, however many scans meet it.
+        self.source_failure: str | None = None
         last = writer.write_lock.last_record()
         self.saved_errors = last.errors if last else 0  # the count survives an index that had to be rebuilt
         if writer.recovered_from:
@@ -328,7 +331,10 @@ class TextIndexer:
     def _scan_with_recovery(self, on_progress: Callable[[ScanProgress], None] | None) -> RefreshReply:
         try:
             self._check_index_file()
-            return self._scan(on_progress)
+            reply = self._scan(on_progress)
+            if reply["success"]:
+                self.source_failure = None
+            return reply
         except sqlite3.DatabaseError as exc:
             if not database.is_corruption(exc):
                 return self._scan_failed(exc)
@@ -368,7 +374,9 @@ class TextIndexer:
     def _scan_failed(self, exc: Exception) -> RefreshReply:
         if isinstance(exc, (OSError, SourceUnavailableError)):
             problem = f"scan stopped: {reason_of(exc)}; the index is kept as it was"
-            self._record_error(problem)
+            if problem != self.source_failure:
+                self._record_error(problem)
+            self.source_failure = problem
         else:
             problem = write_problem(self.writer.db_path, database.problem_of(exc, self.writer.db_path))
             self._write_failed(exc)

@@ -434,7 +434,7 @@ def test_the_error_count_survives_an_index_file_deleted_under_the_writer(indexer
     indexer.scan()
     indexer.scan()
     before = read_status(config, indexer)["errors_encountered"]
-    assert before >= 2
+    assert before >= 1  # the source gone: once, however many scans meet it
     (tmp_path / "away").rename(source)
     for suffix in ("", "-wal", "-shm"):
         Path(f"{config.db_path}{suffix}").unlink(missing_ok=True)
