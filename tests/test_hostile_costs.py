@@ -167,15 +167,17 @@ def test_a_path_filter_naming_a_folder_with_a_dot_segment_is_that_folder_not_not
     ``.`` (the folder itself, the commonest way to say "here"), ``docs/.`` and ``docs/./`` match no
     file at all, and the reply says nothing: files_matched 0, no warning, as if nothing matched the
     query. Expected: the folder's files (or an error naming ``path``)."""
-    write(source, "docs/a.md", "# A\n\nalpha\n")
-    write(source, "docs/b.md", "# B\n\nalpha\n")
+    write(source, "docs/a.md", "# A\n\nalpha apples\n")
+    write(source, "docs/b.md", "# B\n\nalpha bananas, two texts (one would be the other's copy)\n")
+    write(source, "other/c.md", "# C\n\nalpha cherries\n")
     indexer.scan()
     try:
         reply = search(config.db_path, "alpha", 10, filters=read_filters(path))
     except ArgumentError as refused:
         assert refused.name == "path"
         return
-    assert sorted(hit["path"] for hit in reply["results"]) == ["docs/a.md", "docs/b.md"] or reply["warnings"], reply
+    expected = ["docs/a.md", "docs/b.md", "other/c.md"] if path == "." else ["docs/a.md", "docs/b.md"]
+    assert sorted(hit["path"] for hit in reply["results"]) == expected or reply["warnings"], reply
 
 
 def test_a_source_folder_gone_counts_as_one_error_however_many_scans_meet_it(indexer: TextIndexer, config: ServerConfig,
