@@ -131,8 +131,10 @@ def _path_text(path: str) -> str:
 def _path_filter(text: str, path: str) -> tuple[str, str | None, re.Pattern[str] | None]:
     """(prefix, glob, pattern) of Filters for the path filter ``text`` (see _path_text), which
     the caller gave as ``path``."""
-    segments = text.split("/")
     wild = _WILDCARD.search(text)
+    if wild is not None and text.endswith("/"):
+        text += "**"  # a glob of folders ("docs/*/", "docs/*/."): the files under them
+    segments = text.split("/")
     if wild is None:
         folder = text.rstrip("/")
         return (folder + "/", None, None) if text.endswith("/") else (folder, None, re.compile(_path_regex(text), re.S))

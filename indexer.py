@@ -331,10 +331,7 @@ class TextIndexer:
     def _scan_with_recovery(self, on_progress: Callable[[ScanProgress], None] | None) -> RefreshReply:
         try:
             self._check_index_file()
-            reply = self._scan(on_progress)
-            if reply["success"]:
-                self.source_failure = None
-            return reply
+            return self._scan(on_progress)
         except sqlite3.DatabaseError as exc:
             if not database.is_corruption(exc):
                 return self._scan_failed(exc)
@@ -376,6 +373,8 @@ class TextIndexer:
             problem = f"scan stopped: {reason_of(exc)}; the index is kept as it was"
             if problem != self.source_failure:
                 self._record_error(problem)
+            else:  # counted already; still the problem status names
+                self.last_error = problem[:MAX_ERROR_CHARS]
             self.source_failure = problem
         else:
             problem = write_problem(self.writer.db_path, database.problem_of(exc, self.writer.db_path))
@@ -439,6 +438,7 @@ class TextIndexer:
             outcome.written, removed, outcome.verified, self.progress.skipped or "none", time.time() - (self.progress.started_at or 0),
         )
         errors = [f"{path}: {reason}{': ' + detail if detail else ''}"[:MAX_ERROR_CHARS] for path, reason, detail in problems]
+        self.source_failure = None  # the source was read: its next failure counts again
         return {"success": True, "files_processed": outcome.written, "files_removed": removed, "errors": errors[:MAX_REPLY_ERRORS]}
 
     def _start_progress(self) -> None:
