@@ -276,7 +276,9 @@ def heading_spans(rows: Sequence[tuple[int, int, str, Sequence[tuple[int, int, s
     for line, level, heading in marks:
         if line > opened:  # the heading closes the span before it, if that says something
             for number, text in enumerate(lines[looked - top:line - top], looked):
-                says = says or (number not in heading_lines and bool(text.strip(_UNDERLINE_CHARACTERS)))
+                if number not in heading_lines and text.strip(_UNDERLINE_CHARACTERS):
+                    says = True  # the span closes here: the lines after this one are not needed
+                    break
                 filled = filled or bool(text.strip())
             looked = max(looked, line)
             if says:
