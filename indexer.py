@@ -373,8 +373,9 @@ class TextIndexer:
             problem = f"scan stopped: {reason_of(exc)}; the index is kept as it was"
             if problem != self.source_failure:
                 self._record_error(problem)
-            else:  # counted already; still the problem status names
+            else:  # counted already; still the problem status names, and still said on stderr
                 self.last_error = problem[:MAX_ERROR_CHARS]
+                logger.error("%s", problem)
             self.source_failure = problem
         else:
             problem = write_problem(self.writer.db_path, database.problem_of(exc, self.writer.db_path))
