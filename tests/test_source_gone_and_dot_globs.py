@@ -1,5 +1,5 @@
-"""Hostile review attack17 of attack16's fixes (74a24b8, afdfb14, b4977e8, 12fa60a, ba8832f): the
-inputs where a fix is still wrong. Each test fails on the code as reviewed."""
+"""A source that cannot be read counted once, and path filters ending in "." or "/": the hostile
+review attack17 of attack16's fixes (ef43f63), each test failing on the code it reviewed (7618ca4)."""
 
 from __future__ import annotations
 
