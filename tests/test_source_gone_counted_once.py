@@ -1,5 +1,7 @@
-"""A source that cannot be read counted once, and path filters ending in "." or "/": the hostile
-review attack17 of attack16's fixes (ef43f63), each test failing on the code it reviewed (7618ca4)."""
+"""A source folder that cannot be read counts once in errors_encountered, however many scans meet
+it, until a scan succeeds again; status names it meanwhile. From the hostile reviews attack16
+(fa5e1ee: counted at every scan, failing on 0.9.1) and attack17 (ef43f63: cases its fix missed,
+failing on 7618ca4)."""
 
 from __future__ import annotations
 
@@ -7,37 +9,10 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-import pytest
-
-from exceptions import ArgumentError
-from filters import read_filters
 from indexer import TextIndexer
 from models import ServerConfig
-from search import search
 from status import read_status
 from tests.conftest import write
-
-
-@pytest.mark.parametrize("path", ["docs/*/.", "docs/**/.", "**/."])
-def test_a_glob_ending_in_a_dot_segment_is_not_silently_nothing(
-    indexer: TextIndexer, config: ServerConfig, source: Path, path: str
-) -> None:
-    """12fa60a: a '.' segment is the folder it is in, so ``docs/.`` is now ``docs/`` (the folder's
-    files). But a glob ending in '/.' becomes a glob ending in '/' (``docs/*/``, ``**/``), whose
-    pattern only a path ending in '/' could match: no file ever does, and the reply says nothing
-    (files_matched 0, no warning), the very silence the fix was for. ``docs/*/.`` = the folders in
-    docs. Expected: the files under them (``docs/**/.``, ``**/.``: all of docs, all files), or an
-    ArgumentError naming ``path``, or a warning. Got: 0 results, no warning."""
-    write(source, "docs/x/a.md", "# A\n\nalpha apples\n")
-    write(source, "docs/y/b.md", "# B\n\nalpha bananas, a second text\n")
-    indexer.scan()
-    try:
-        reply = search(config.db_path, "alpha", 10, filters=read_filters(path))
-    except ArgumentError as refused:
-        assert refused.name == "path"
-        return
-    paths = sorted(hit["path"] for hit in reply["results"])
-    assert paths == ["docs/x/a.md", "docs/y/b.md"] or reply["warnings"], reply
 
 
 def _corruption(folder: Path) -> sqlite3.DatabaseError:
@@ -102,3 +77,21 @@ def test_status_names_the_source_gone_after_another_error_while_it_stays_gone(
     status = read_status(config, indexer)
     assert status["state"] == "error"
     assert status["last_error"] == again["errors"][0], status
+
+
+def test_a_source_folder_gone_counts_as_one_error_however_many_scans_meet_it(indexer: TextIndexer, config: ServerConfig,
+                                                                           source: Path) -> None:
+    """docs/tools.md: ``errors_encountered`` counts every error since the index was made, "an
+    unreadable file or folder counts once, however many scans meet it". A source folder deleted
+    under a running server is counted again by every scan (_scan_failed records each): over MCP
+    with --scan-interval 1 the count went 4, 5, 8, 9 in a few seconds while nothing new happened;
+    at the default 5-minute rescan, 288 a day. (test_data_safety's
+    test_the_error_count_survives_an_index_file_deleted_under_the_writer asks for ``>= 2`` after two
+    such scans, which only this behaviour gives; that bound is incidental to what it tests.)"""
+    write(source, "a.md", "# A\n\nalpha\n")
+    indexer.scan()
+    shutil.rmtree(source)
+    replies = [indexer.scan() for _ in range(5)]
+    assert not any(reply["success"] for reply in replies)
+    status = read_status(config, indexer)
+    assert status["errors_encountered"] == 1, status
