@@ -33,11 +33,13 @@ def read_status(
 
 
 def _status_and_reading(
-    config: ServerConfig, indexer: TextIndexer | None, startup_error: str | None, watching: WatchState | None
+    config: ServerConfig, indexer: TextIndexer | None, startup_error: str | None, watching: WatchState | None,
+    daemon: bool = False,
 ) -> tuple[StatusReply, bool]:
     """read_status, and whether the index is there and cannot be read or trusted now (counted as
     one error): it cannot be read, or something else wrote it since a writer of the index left it
-    (what was read may be what this process read before)."""
+    (what was read may be what this process read before). ``daemon``: this process keeps the index
+    (a server); it is idle once its own first scan has finished, not on what an earlier run left."""
     db_path = config.db_path
     prefix = config.key_prefix(config.source.name)
     counts: dict = {"indexed_files": 0, "total_documents": 0, "fallback_decoded_files": 0, "meta": {}}
@@ -72,7 +74,7 @@ def _status_and_reading(
         state, phase, done, total = "indexing", _phase_of(writer.phase, config), writer.files_done, writer.files_total
     elif (indexer is None and startup_error) or failure or unreadable:
         state, phase, done, total = "error", "", 0, 0
-    elif own.finished_at if own is not None else meta.get("last_scan"):  # a daemon waits for its own first scan
+    elif own.finished_at if own is not None else not daemon and meta.get("last_scan"):
         state, phase, done, total = "idle", "done", 0, 0
     else:
         state, phase, done, total = "starting", "", 0, 0
@@ -145,7 +147,7 @@ def server_status(config: ServerConfig, daemons: Daemons | None) -> StatusReply:
     def of(source: Source) -> tuple[StatusReply, bool]:
         loop = loops.get(source.name)
         own = (loop.indexer, loop.startup_error, loop.watch_state) if loop is not None else (None, None, None)
-        reply, unreadable = _status_and_reading(config.for_source(source), *own)
+        reply, unreadable = _status_and_reading(config.for_source(source), *own, daemon=loop is not None)
         return advised(reply), unreadable
 
     if not config.several:

@@ -103,6 +103,24 @@ def test_status_of_an_index_written_in_place_under_a_server_is_error(indexed, wr
         assert status["state"] == "error" and status["errors_encountered"] >= 1 and "refresh_index" in status["last_error"], rel_short(status)
 
 
+def test_a_server_is_not_idle_on_an_earlier_runs_index_before_its_own_first_scan(indexed) -> None:
+    """Status said idle from what `main.py index` left before the server's writer had opened it,
+    then "starting" once it had (an index emptied in that window read as "not initialised yet", no
+    error: the test above failed so in CI). Another process holding the write lock keeps the
+    server's writer from opening."""
+    from index_files import WriterLock, lock_path
+
+    source, index_dir, db, _ = indexed
+    other = WriterLock(lock_path(db))
+    assert other.try_hold()
+    with serving(source, index_dir) as server:
+        try:
+            assert server.status()["state"] == "starting"
+        finally:
+            other.release()
+        assert server.wait_for_scan()["state"] == "idle"
+
+
 @pytest.mark.parametrize("write", [truncate, garble_past_first_page])
 def test_one_refresh_mends_an_index_written_in_place_before_anything_reads_it(indexed, write) -> None:
     """The scan's own connection answered from its cache too: it reported success with 0 files."""
