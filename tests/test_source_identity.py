@@ -92,6 +92,30 @@ async def test_with_several_sources_only_the_swapped_one_is_refused_and_named(tm
         assert (await call(client, "get_document", {"path": "a1.md", "collection": "alpha"}))["text"].startswith("# Alpha")
 
 
+async def test_list_files_names_each_listed_source_that_cannot_be_read_now(tmp_path: Path) -> None:
+    """list_files listed a source's files as indexed, with no word that the source was gone (search
+    said so): a source renamed away, one swapped for a link; the index's files are still listed."""
+    alpha, beta, gamma, private = tmp_path / "alpha", tmp_path / "beta", tmp_path / "gamma", tmp_path / "private"
+    for folder in (alpha, beta, gamma):
+        write(folder, f"{folder.name}.md", f"# {folder.name}\n\nA page of {folder.name}.\n")
+    write(private, "secret.md", "# Secret\n\nA secret page.\n")
+    args = [str(MAIN_PY), *(arg for folder in (alpha, beta, gamma) for arg in ("--source", str(folder))),
+            "--index-dir", str(tmp_path / "idx"), "--scan-interval", "0"]
+    async with Client(StdioServerParameters(command=sys.executable, args=args)) as client:
+        await idle(client, 3)
+        assert (await call(client, "list_files")).get("warnings", []) == []
+        alpha.rename(tmp_path / "alpha.old")
+        swap_for_link(beta, private)
+        listed = await call(client, "list_files")
+        assert [(f["collection"], f["path"]) for f in listed["files"]] == [("alpha", "alpha.md"), ("beta", "beta.md"), ("gamma", "gamma.md")]
+        warnings = listed["warnings"]
+        assert len(warnings) == 2, warnings
+        assert "source 'alpha'" in warnings[0] and "cannot be opened" in warnings[0] and "get_document" in warnings[0], warnings
+        assert "source 'beta'" in warnings[1] and REPLACED in warnings[1], warnings
+        only_gamma = await call(client, "list_files", {"collection": "gamma"})
+        assert only_gamma.get("warnings", []) == [] and len(only_gamma["files"]) == 1, only_gamma
+
+
 async def test_a_source_that_cannot_be_read_is_named_in_search_warnings(tmp_path: Path) -> None:
     notes = tmp_path / "notes"
     write(notes, "sub/heron.md", "# Heron\n\nThe grey heron.\n")
