@@ -123,6 +123,20 @@ def _holding(formats: Counter[str]) -> str:
     return ", ".join(held) if held else "its files are being indexed now (searches find more as it goes)"
 
 
+def whole_number() -> Any:
+    """Marks an integer argument: true or false given for it is refused, naming it, where the
+    SDK's validation would read them as 1 and 0 (`max_chars: true` read one character)."""
+    from pydantic import BeforeValidator
+
+    return BeforeValidator(_refuse_true_false)
+
+
+def _refuse_true_false(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError(f"a whole number is needed, not {json.dumps(value)}")
+    return value
+
+
 def described(text: str) -> Any:
     """A parameter's description in a tool's input schema."""
     from pydantic import Field
@@ -168,7 +182,7 @@ def add_search(server: Any, daemon: Daemons) -> None:
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
     async def search(
         query: Annotated[str, described('Keywords or a question; "exact phrase", prefix*, -excluded word.')],
-        limit: Annotated[int, schema_bounds(1, MAX_LIMIT), described("At most this many files.")] = 10,
+        limit: Annotated[int, whole_number(), schema_bounds(1, MAX_LIMIT), described("At most this many files.")] = 10,
         path: Annotated[str | None, schema_bounds(0, MAX_PATH_PATTERN_CHARS, "text"), described(
             "Only files under this folder or matching this glob (guides/**/*.md).")] = None,
         extensions: Annotated[list[str] | None, schema_bounds(0, MAX_EXTENSIONS, "list"), described(
@@ -176,7 +190,7 @@ def add_search(server: Any, daemon: Daemons) -> None:
         modified_after: Annotated[str | None, described(
             "Only files modified since this ISO 8601 date/time.")] = None,
         modified_before: Annotated[str | None, described("Only files modified before this ISO 8601 date/time.")] = None,
-        offset: Annotated[int, schema_bounds(0, MAX_OFFSET), described("The previous reply's next_offset, for more.")] = 0,
+        offset: Annotated[int, whole_number(), schema_bounds(0, MAX_OFFSET), described("The previous reply's next_offset, for more.")] = 0,
         collapse_duplicates: Annotated[bool, described(
             "false: each copy of a text its own result (else in also_in).")] = True,
         explain: Annotated[bool, described(
@@ -222,12 +236,12 @@ def add_get_document(server: Any, daemon: Daemons) -> None:
             "The file's path, as a hit gives it.")],
         heading: Annotated[str | None, described(
             'Only this section, as a hit names it ("Examples#2": the 2nd of that name).')] = None,
-        start_line: Annotated[int | None, schema_bounds(1), described(
+        start_line: Annotated[int | None, whole_number(), schema_bounds(1), described(
             "First line (from 1); to read on: next_start_line.")] = None,
-        end_line: Annotated[int | None, schema_bounds(1), described("Last line to read (inclusive).")] = None,
-        max_chars: Annotated[int, schema_bounds(1, MAX_DOCUMENT_CHARS), described(
+        end_line: Annotated[int | None, whole_number(), schema_bounds(1), described("Last line to read (inclusive).")] = None,
+        max_chars: Annotated[int, whole_number(), schema_bounds(1, MAX_DOCUMENT_CHARS), described(
             "At most this many characters; truncated says more follows.")] = 20_000,
-        start_char: Annotated[int, schema_bounds(0), described(
+        start_char: Annotated[int, whole_number(), schema_bounds(0), described(
             "To read on inside a long line: next_start_char.")] = 0,
         outline: Annotated[bool, described("true: also list the file's headings and their lines.")] = False,
         collection: Annotated[str | None, described(
@@ -259,8 +273,8 @@ def add_list_files(server: Any, daemon: Daemons) -> None:
         modified_before: Annotated[str | None, described("Only files modified before this ISO 8601 date/time.")] = None,
         tags: Annotated[list[str] | None, schema_bounds(0, MAX_TAGS, "list"), described(
             "Only files with all these front matter tags.")] = None,
-        limit: Annotated[int, schema_bounds(1, MAX_LIST_LIMIT), described("At most this many files.")] = 100,
-        offset: Annotated[int, schema_bounds(0, MAX_LIST_OFFSET), described("The previous reply's next_offset, for more.")] = 0,
+        limit: Annotated[int, whole_number(), schema_bounds(1, MAX_LIST_LIMIT), described("At most this many files.")] = 100,
+        offset: Annotated[int, whole_number(), schema_bounds(0, MAX_LIST_OFFSET), described("The previous reply's next_offset, for more.")] = 0,
     ) -> Annotated[CallToolResult, FileList]:
         """Browse the indexed files by path: title, size, modified time, tags; `total` match."""
 

@@ -177,6 +177,20 @@ async def test_get_document_reads_sections_ranges_and_continues(source: Path, tm
         assert "changed_since_indexed" not in again
 
 
+@pytest.mark.parametrize("tool,args", [
+    ("get_document", {"path": "notes.md", "max_chars": True}), ("get_document", {"path": "notes.md", "start_line": True}),
+    ("get_document", {"path": "notes.md", "end_line": False}), ("search", {"query": "hello", "limit": True}),
+    ("search", {"query": "hello", "offset": False}), ("list_files", {"limit": True}),
+])
+async def test_true_or_false_for_a_number_is_refused_naming_it(source: Path, tmp_path: Path, tool: str, args: dict[str, Any]) -> None:
+    """The SDK's validation read `max_chars: true` as 1 (one character read) and `limit: true` as one hit."""
+    write(source, "notes.md", "# Notes\n\nhello\n")
+    async with Client(server_params(source, tmp_path / "idx", "--scan-interval", "0")) as client:
+        name = next(key for key in args if key not in ("path", "query"))
+        message = await refused(client, tool, args)
+        assert name in message and "whole number" in message, message
+
+
 async def test_get_document_refuses_what_the_index_would_not_read(source: Path, tmp_path: Path) -> None:
     outside = tmp_path / "secret.md"
     outside.write_text("# Secret\n\nnot yours\n")
