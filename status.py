@@ -39,7 +39,9 @@ def _status_and_reading(
     """read_status, and whether the index is there and cannot be read or trusted now (counted as
     one error): it cannot be read, or something else wrote it since a writer of the index left it
     (what was read may be what this process read before). ``daemon``: this process keeps the index
-    (a server); it is idle once its own first scan has finished, not on what an earlier run left."""
+    (a server): until its own first scan has finished it is "starting" (or "indexing"), whatever
+    an earlier run left, unless it cannot open the index to write; problems found meanwhile are
+    still counted and named."""
     db_path = config.db_path
     prefix = config.key_prefix(config.source.name)
     counts: dict = {"indexed_files": 0, "total_documents": 0, "fallback_decoded_files": 0, "meta": {}}
@@ -72,9 +74,11 @@ def _status_and_reading(
         state, phase, done, total, skipped = "indexing", own.phase, own.files_done, own.files_total, own.skipped
     elif writer is not None and _phase_of(writer.phase, config) in ("walking", "indexing"):  # another process scans it now
         state, phase, done, total = "indexing", _phase_of(writer.phase, config), writer.files_done, writer.files_total
+    elif daemon and not startup_error and not (own is not None and own.finished_at):
+        state, phase, done, total = "starting", "", 0, 0  # its first scan checks what is found wrong now
     elif (indexer is None and startup_error) or failure or unreadable:
         state, phase, done, total = "error", "", 0, 0
-    elif own.finished_at if own is not None else not daemon and meta.get("last_scan"):
+    elif own.finished_at if own is not None else meta.get("last_scan"):
         state, phase, done, total = "idle", "done", 0, 0
     else:
         state, phase, done, total = "starting", "", 0, 0

@@ -121,6 +121,24 @@ def test_a_server_is_not_idle_on_an_earlier_runs_index_before_its_own_first_scan
         assert server.wait_for_scan()["state"] == "idle"
 
 
+def test_an_index_emptied_before_a_servers_first_scan_is_named_while_it_is_starting(indexed) -> None:
+    """Status asked before the server's writer opened said "error" (the file changed outside), then
+    "indexing", then "idle": a client taking that first "error" for its first scan's verdict saw 0
+    files (test_corruption's zero_length case failed so). A server's Daemons, not started yet: what
+    a status call meets in its first instants."""
+    from daemon import Daemons
+    from models import ServerConfig
+    from status import server_status
+
+    source, index_dir, db, _ = indexed
+    config = ServerConfig(source_directory=source.resolve(), index_output_directory=index_dir.resolve())
+    daemons = Daemons(config)
+    assert server_status(config, daemons)["state"] == "starting"
+    truncate(db)
+    status = server_status(config, daemons)
+    assert status["state"] == "starting" and status["errors_encountered"] == 1 and "changed outside" in status["last_error"], rel_short(status)
+
+
 @pytest.mark.parametrize("write", [truncate, garble_past_first_page])
 def test_one_refresh_mends_an_index_written_in_place_before_anything_reads_it(indexed, write) -> None:
     """The scan's own connection answered from its cache too: it reported success with 0 files."""
