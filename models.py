@@ -21,7 +21,7 @@ from typing_extensions import NotRequired, TypedDict
 
 #: This release, in one place: sent as the MCP serverInfo.version and shown by --version. It moves
 #: with every change set users can see, and CHANGELOG.md's newest heading names it.
-VERSION = "0.9.2"
+VERSION = "0.9.3"
 DB_SUFFIX = ".sqlite3"
 #: The layout of an index file (database.SCHEMA_VERSION). Part of the file's name, with the
 #: settings: two installs of different versions never take each other's index for a damaged one.
