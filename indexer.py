@@ -223,7 +223,8 @@ class TextIndexer:
         #: succeeds again, however many scans meet it.
         self.source_failure: str | None = None
         last = writer.write_lock.last_record()
-        self.saved_errors = last.errors if last else 0  # the count survives an index that had to be rebuilt
+        if last is not None and last.phase.partition("@")[2] == self._label[1:]:  # this source's count (several share the file)
+            self.saved_errors = last.errors  # the count survives an index that had to be rebuilt
         if writer.recovered_from:
             self._record_error(f"the index was damaged; moved it to {writer.recovered_from} and rebuilt it")
 
@@ -365,6 +366,9 @@ class TextIndexer:
             self.damage_suspected = False
             sound = self.check_integrity(sections_too=not replaced)  # a reader saw damage: look everywhere
             if sound and outside:
+                # Counted (status said so meanwhile), not kept as last_error: the problem is gone.
+                self.errors_encountered += 1
+                self.unsaved_errors += 1
                 logger.warning("%s was written by another program; it passed its integrity check: reopening it", self.writer.db_path)
                 self.writer.reopen()
 

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 
 import database
 import index_queries
-from exceptions import ArgumentError, IndexUnavailableError, SourceUnavailableError
+from exceptions import ArgumentError, IndexUnavailableError
 from filters import case_hint, file_condition_of, read_filters
 from models import FileList, ListedFile, ServerConfig, modified_time
-from search import Freshness
+from search import Freshness, unreadable_files, unreadable_warnings
 from sources import filter_prefixes
 
 #: list_files returns at most this many files at once, and pages up to MAX_LIST_OFFSET.
@@ -48,7 +48,7 @@ def list_files(
     files = _within_budget([_listed(config, *row) for row in rows])
     more = offset + len(files) < total
     warnings = [hint] if hint else []
-    warnings += _unreadable_sources(config, [row[0] for row in rows])
+    warnings += _unreadable(config, [row[0] for row in rows[:len(files)]])
     if len(files) < len(rows):
         warnings.append(f"{len(files)} files shown of the {len(rows)} asked for, to keep the reply under {MAX_LIST_CHARS:,} characters")
     reply: FileList = {
@@ -57,18 +57,13 @@ def list_files(
     return reply
 
 
-def _unreadable_sources(config: ServerConfig, keys: list[str]) -> list[str]:
-    """Why the sources of the files ``keys`` cannot be read now (gone, unmounted, another folder
-    in their place): one opening of each source folder, as a search checks the files it shows."""
-    freshness = Freshness.of(config)
-    roots = {freshness.place(key)[0] for key in keys}
-    problems = []
-    for root in sorted(roots):
-        try:
-            freshness.signatures(root, set())
-        except SourceUnavailableError as exc:
-            problems.append(f"{exc}: its files are listed as last indexed; get_document cannot read them now")
-    return problems
+def _unreadable(config: ServerConfig, keys: list[str]) -> list[str]:
+    """What a listing says of its files that cannot be read now (their source or folder gone,
+    unmounted, not readable, or another in its place), as a search says of those it leaves out."""
+    def said(count: int, why: str) -> str:
+        return f"{count} listed file{'s are' if count > 1 else ' is'} as last indexed, not readable now: {why}"
+
+    return unreadable_warnings(unreadable_files(Freshness.of(config), keys), said)
 
 
 def _within_budget(files: list[ListedFile]) -> list[ListedFile]:

@@ -19,7 +19,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -370,21 +370,46 @@ def _answer_keys(leader: dict, hit: SearchHit) -> list[object]:
 
 
 def _hidden_warnings(loaded: Loaded) -> list[str]:
-    """What a reply says of the results it left out because their files cannot be read now: one
-    line per source that cannot be, and one for all folders that cannot be entered (naming a few)."""
-    def files(rowids: set[int]) -> int:
-        return len({loaded.sections[rowid]["path"] for rowid in rowids})
-
+    """What a reply says of the results it left out because their files cannot be read now."""
     def said(count: int, why: str) -> str:
         return f"{count} matching file{'s were' if count > 1 else ' was'} left out: {why}"
 
-    folders = sorted(why[len(_UNREADABLE_FOLDER):] for why in loaded.hidden if why.startswith(_UNREADABLE_FOLDER))
-    lines = [said(files(rowids), why) for why, rowids in loaded.hidden.items() if not why.startswith(_UNREADABLE_FOLDER)]
+    paths = {why: {loaded.sections[rowid]["path"] for rowid in rowids} for why, rowids in loaded.hidden.items()}
+    return unreadable_warnings(paths, said)
+
+
+def unreadable_warnings(hidden: Mapping[str, set[str]], said: Callable[[int, str], str]) -> list[str]:
+    """Warnings of the files ``hidden`` holds by why they cannot be read now (see _outdated): one
+    line per source that cannot be, one for all folders that cannot be entered (naming a few), each
+    ``said(files, why)``."""
+    folders = sorted(why[len(_UNREADABLE_FOLDER):] for why in hidden if why.startswith(_UNREADABLE_FOLDER))
+    lines = [said(len(paths), why) for why, paths in hidden.items() if not why.startswith(_UNREADABLE_FOLDER)]
     if folders:
         named = ", ".join(folders[:MAX_FOLDERS_NAMED]) + (f" and {len(folders) - MAX_FOLDERS_NAMED} more" if len(folders) > MAX_FOLDERS_NAMED else "")
-        left = set().union(*(rowids for why, rowids in loaded.hidden.items() if why.startswith(_UNREADABLE_FOLDER)))
-        lines.append(said(files(left), f"their folder{'s' if len(folders) > 1 else ''} cannot be read now ({named})"))
+        left = set().union(*(paths for why, paths in hidden.items() if why.startswith(_UNREADABLE_FOLDER)))
+        lines.append(said(len(left), f"their folder{'s' if len(folders) > 1 else ''} cannot be read now ({named})"))
     return lines
+
+
+def unreadable_files(freshness: Freshness, keys: Iterable[str]) -> dict[str, set[str]]:
+    """The files (index keys) of ``keys`` that cannot be read now, by why, as _outdated keys them:
+    each source and each folder on their way opened once (with the checks a read makes), no file
+    opened."""
+    folders: dict[Path, dict[str, tuple[str, list[str]]]] = {}
+    for key in keys:
+        root, rel = freshness.place(key)
+        folders.setdefault(root, {}).setdefault(rel.rpartition("/")[0], (rel, []))[1].append(key)
+    hidden: dict[str, set[str]] = {}
+    for root, in_root in folders.items():
+        try:
+            found = freshness.signatures(root, {rel for rel, _ in in_root.values()})
+        except SourceUnavailableError as exc:
+            hidden[str(exc)] = {key for _, held in in_root.values() for key in held}
+            continue
+        for folder, (rel, held) in in_root.items():
+            if found[rel] is UNREADABLE:
+                hidden.setdefault(_UNREADABLE_FOLDER + folder + "/", set()).update(held)
+    return hidden
 
 
 def _rank_enough(

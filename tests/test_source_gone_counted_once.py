@@ -1,10 +1,11 @@
 """A source folder that cannot be read counts once in errors_encountered, however many scans meet
 it, until a scan succeeds again; status names it meanwhile. From the hostile reviews attack16
 (fa5e1ee: counted at every scan, failing on 0.9.1) and attack17 (ef43f63: cases its fix missed,
-failing on 7618ca4)."""
+failing on 7618ca4); with several sources, one failure is one error after a restart too (attack18)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -13,6 +14,7 @@ from indexer import TextIndexer
 from models import ServerConfig
 from status import read_status
 from tests.conftest import write
+from tests.reliability_helpers import RelStdioServer, rel_run_main, rel_short
 
 
 def _corruption(folder: Path) -> sqlite3.DatabaseError:
@@ -95,3 +97,36 @@ def test_a_source_folder_gone_counts_as_one_error_however_many_scans_meet_it(ind
     assert not any(reply["success"] for reply in replies)
     status = read_status(config, indexer)
     assert status["errors_encountered"] == 1, status
+
+
+def _serve(*folders: Path, index_dir: Path) -> RelStdioServer:
+    args = [arg for folder in folders for arg in ("--source", str(folder))]
+    return RelStdioServer(*args, "--index-dir", str(index_dir), "--scan-interval", "0")
+
+
+def test_one_sources_failure_is_counted_once_not_once_per_source_after_a_restart(tmp_path: Path) -> None:
+    """With several sources, one source's failure (renamed away, refresh_index) is one error; after
+    a restart with every source back, each source's indexer starts from the count in the shared
+    lock file and writes it into its own meta: three sources say errors_encountered 1 each, the
+    total 3, and stays so (MCP and `main.py status`). From attack18 (a0e7ed5), older than
+    what it reviewed. Also seen as a race on a first start, when one
+    source's first scan fails before another's indexer is made."""
+    folders = [tmp_path / name for name in ("a", "b", "c")]
+    for folder in folders:
+        write(folder, "n.md", f"# {folder.name}\n\nheron\n")
+    index_dir = tmp_path / "idx"
+    with _serve(*folders, index_dir=index_dir) as server:
+        assert server.wait_for_scan()["state"] == "idle"
+        folders[2].rename(tmp_path / "away")
+        server.call("refresh_index")
+        failed = server.status()
+        assert failed["state"] == "error" and failed["errors_encountered"] == 1, rel_short(failed)
+        (tmp_path / "away").rename(folders[2])
+        server.close()
+    with _serve(*folders, index_dir=index_dir) as server:
+        again = server.wait_for_scan()
+        assert again["state"] == "idle", rel_short(again)
+        server.close()
+    cli = json.loads(rel_run_main("status", *[a for f in folders for a in ("--source", str(f))], "--index-dir", str(index_dir), "--json").stdout)
+    per_source = {part["name"]: part.get("errors_encountered", 0) for part in cli["sources"]}
+    assert (again["errors_encountered"], cli["errors_encountered"]) == (1, 1), (again["errors_encountered"], per_source)

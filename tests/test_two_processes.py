@@ -30,14 +30,15 @@ def built(tmp_path: Path, files: int = 60) -> tuple[Path, Path, Path, tuple[str,
 def test_while_another_process_holds_the_write_lock_a_server_answers_and_then_writes(tmp_path: Path) -> None:
     source, index_dir, db, args = built(tmp_path)
     held = WriterLock(lock_path(db))
+    assert held.try_hold()  # this test process is "the writer", for as long as it likes, from before the server starts
     with RelStdioServer(*args, "--scan-interval", "0") as server:
-        with held.held():  # this test process is "the writer", for as long as it likes
+        try:
             # The server was started, answered initialize, and answers these, without the lock.
             hits = server.call("search", {"query": rel_token(7, 0)})["structuredContent"]["results"]
             assert [hit["path"] for hit in hits] == ["n7.md"]
             status = server.status()
             assert status["writer_pid"] is not None and status["indexed_files"] == 60, status
-            assert status["state"] == "idle", status  # the index was scanned; this server waits to scan
+            assert status["state"] == "starting", status  # the index was scanned; this server waits for its own first scan
             write(source, "new.md", f"{rel_token(99, 0)} words\n")
             answer: dict = {}
             refresher = threading.Thread(target=lambda: answer.update(server.call("refresh_index", {"filepath": "new.md"})))
@@ -46,6 +47,8 @@ def test_while_another_process_holds_the_write_lock_a_server_answers_and_then_wr
             assert refresher.is_alive(), "the refresh wrote while another process held the write lock"
             cli = subprocess.Popen([sys.executable, str(MAIN_PY), "index", *args], stderr=subprocess.PIPE, text=True)
             assert "is writing this index; waiting" in cli.stderr.readline()
+        finally:
+            held.release()
         refresher.join(60)
         assert answer["structuredContent"]["success"] is True, answer
         _, cli_err = cli.communicate(timeout=60)

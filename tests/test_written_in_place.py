@@ -139,6 +139,34 @@ def test_an_index_emptied_before_a_servers_first_scan_is_named_while_it_is_start
     assert status["state"] == "starting" and status["errors_encountered"] == 1 and "changed outside" in status["last_error"], rel_short(status)
 
 
+def test_an_error_counted_while_starting_is_not_taken_back_by_the_first_scan(tmp_path: Path) -> None:
+    """docs/tools.md: errors_encountered "never goes down". An index emptied outside before the
+    server's first scan read as starting with errors_encountered 1 ("changed outside"); once the
+    first scan found it passed its check and reindexed it, as idle with 0: the count a client saw
+    went down. From attack18 (a0e7ed5); a server's Daemons, driven as in the test above."""
+    from daemon import Daemons
+    from models import ServerConfig
+    from status import server_status
+
+    source, index_dir = tmp_path / "src", tmp_path / "idx"
+    rel_indexed(source, index_dir, 20)
+    os.truncate(rel_db_path(source, index_dir), 0)
+    config = ServerConfig(source_directory=source.resolve(), index_output_directory=index_dir.resolve())
+    daemons = Daemons(config)
+    before = server_status(config, daemons)
+    assert before["state"] == "starting" and before["errors_encountered"] == 1, rel_short(before)
+    daemons.start()
+    try:
+        deadline = time.monotonic() + 120
+        while (after := server_status(config, daemons))["state"] != "idle":
+            assert time.monotonic() < deadline, rel_short(after)
+            time.sleep(0.05)
+    finally:
+        daemons.close()
+    assert after["indexed_files"] == 20
+    assert after["errors_encountered"] >= before["errors_encountered"], (rel_short(before), rel_short(after))
+
+
 @pytest.mark.parametrize("write", [truncate, garble_past_first_page])
 def test_one_refresh_mends_an_index_written_in_place_before_anything_reads_it(indexed, write) -> None:
     """The scan's own connection answered from its cache too: it reported success with 0 files."""
