@@ -222,11 +222,25 @@ class TextIndexer:
         #: Why the last scan could not read the source (gone, unmounted): counted once until a scan
         #: succeeds again, however many scans meet it.
         self.source_failure: str | None = None
+        first = not config.several or config.source.name == config.sources[0].name
         last = writer.write_lock.last_record()
-        if last is not None and last.phase.partition("@")[2] == self._label[1:]:  # this source's count (several share the file)
+        if last is not None and self._takes_recorded_count(last.phase, first):
             self.saved_errors = last.errors  # the count survives an index that had to be rebuilt
-        if writer.recovered_from:
+        if writer.recovered_from and first:  # one rebuild, one error, however many sources share the file
             self._record_error(f"the index was damaged; moved it to {writer.recovered_from} and rebuilt it")
+
+    def _takes_recorded_count(self, phase: str, first: bool) -> bool:
+        """Whether the error count in the lock file's record (``phase`` its phase) is this source's.
+        With several sources sharing the file it is one source's: the one it names; when it names
+        none (a holder of the lock rewrote it), the first source's, if that one's own count went
+        with the index (rebuilt)."""
+        _, labelled, source = phase.partition("@")
+        if labelled or not self.config.several:
+            return source == self._label[1:]
+        try:
+            return first and "errors_encountered" not in self.writer.meta()
+        except sqlite3.Error:
+            return first
 
     def _record_error(self, message: str, exc: BaseException | None = None) -> None:
         self.errors_encountered += 1
@@ -366,9 +380,6 @@ class TextIndexer:
             self.damage_suspected = False
             sound = self.check_integrity(sections_too=not replaced)  # a reader saw damage: look everywhere
             if sound and outside:
-                # Counted (status said so meanwhile), not kept as last_error: the problem is gone.
-                self.errors_encountered += 1
-                self.unsaved_errors += 1
                 logger.warning("%s was written by another program; it passed its integrity check: reopening it", self.writer.db_path)
                 self.writer.reopen()
 

@@ -1,7 +1,8 @@
 """A source folder that cannot be read counts once in errors_encountered, however many scans meet
 it, until a scan succeeds again; status names it meanwhile. From the hostile reviews attack16
 (fa5e1ee: counted at every scan, failing on 0.9.1) and attack17 (ef43f63: cases its fix missed,
-failing on 7618ca4); with several sources, one failure is one error after a restart too (attack18)."""
+failing on 7618ca4); with several sources, one failure is one error after a restart too (attack18), and a
+damaged index rebuilt is one error and keeps the count (attack19)."""
 
 from __future__ import annotations
 
@@ -99,11 +100,6 @@ def test_a_source_folder_gone_counts_as_one_error_however_many_scans_meet_it(ind
     assert status["errors_encountered"] == 1, status
 
 
-def _serve(*folders: Path, index_dir: Path) -> RelStdioServer:
-    args = [arg for folder in folders for arg in ("--source", str(folder))]
-    return RelStdioServer(*args, "--index-dir", str(index_dir), "--scan-interval", "0")
-
-
 def test_one_sources_failure_is_counted_once_not_once_per_source_after_a_restart(tmp_path: Path) -> None:
     """With several sources, one source's failure (renamed away, refresh_index) is one error; after
     a restart with every source back, each source's indexer starts from the count in the shared
@@ -115,7 +111,8 @@ def test_one_sources_failure_is_counted_once_not_once_per_source_after_a_restart
     for folder in folders:
         write(folder, "n.md", f"# {folder.name}\n\nheron\n")
     index_dir = tmp_path / "idx"
-    with _serve(*folders, index_dir=index_dir) as server:
+    sources_args = [arg for folder in folders for arg in ("--source", str(folder))]
+    with serve(*sources_args, "--index-dir", str(index_dir)) as server:
         assert server.wait_for_scan()["state"] == "idle"
         folders[2].rename(tmp_path / "away")
         server.call("refresh_index")
@@ -123,10 +120,79 @@ def test_one_sources_failure_is_counted_once_not_once_per_source_after_a_restart
         assert failed["state"] == "error" and failed["errors_encountered"] == 1, rel_short(failed)
         (tmp_path / "away").rename(folders[2])
         server.close()
-    with _serve(*folders, index_dir=index_dir) as server:
+    with serve(*sources_args, "--index-dir", str(index_dir)) as server:
         again = server.wait_for_scan()
         assert again["state"] == "idle", rel_short(again)
         server.close()
-    cli = json.loads(rel_run_main("status", *[a for f in folders for a in ("--source", str(f))], "--index-dir", str(index_dir), "--json").stdout)
+    cli = _cli_status(*sources_args, "--index-dir", str(index_dir))
     per_source = {part["name"]: part.get("errors_encountered", 0) for part in cli["sources"]}
     assert (again["errors_encountered"], cli["errors_encountered"]) == (1, 1), (again["errors_encountered"], per_source)
+
+
+def _cli_status(*args: str) -> dict:
+    done = rel_run_main("status", *args, "--json")
+    assert done.returncode in (0, 1), done.stderr
+    return json.loads(done.stdout)
+
+
+def per_source(status: dict) -> dict[str, int]:
+    return {part["name"]: part.get("errors_encountered", 0) for part in status["sources"]}
+
+
+def not_a_database(db: Path) -> None:
+    db.write_bytes(b"# my notes\n" + b"not a database at all\n" * 500)
+    for side in ("-wal", "-shm"):
+        Path(f"{db}{side}").unlink(missing_ok=True)
+
+
+def serve(*args: str) -> RelStdioServer:
+    return RelStdioServer(*args, "--scan-interval", "0")
+
+
+def test_a_damaged_index_found_at_start_with_several_sources_is_one_error(tmp_path: Path) -> None:
+    """With several sources sharing one index, an unreadable index is one error (status.py, and
+    test_corruption's test_several_sources_count_one_unreadable_index_once): `main.py status` says
+    errors_encountered 1 before a server starts. The server moves it aside and rebuilds it, and each
+    source's TextIndexer.__init__ records ``writer.recovered_from`` as its own error: 2 after the
+    rebuild (one per source), for the one file; the count a client saw jumped from 1 to 2. From
+    attack19 (512db97)."""
+    a, b, index_dir = tmp_path / "a", tmp_path / "b", tmp_path / "idx"
+    for folder in (a, b):
+        write(folder, "n.md", "# n\n\nriver\n")
+    args = ("--source", f"a={a}", "--source", f"b={b}", "--index-dir", str(index_dir))
+    assert rel_run_main("index", *args).returncode == 0
+    not_a_database(Path(_cli_status(*args)["index_path"]))
+    damaged = _cli_status(*args)
+    assert damaged["errors_encountered"] == 1, rel_short(damaged)
+    with serve(*args) as server:
+        rebuilt = server.wait_for_scan()
+        server.close()
+    assert rebuilt["state"] == "idle" and list(index_dir.glob("*.corrupt-*")), rel_short(rebuilt)
+    assert rebuilt["errors_encountered"] == 1, (rel_short(rebuilt), per_source(rebuilt))
+
+
+def test_the_error_count_survives_an_index_rebuilt_with_several_sources(tmp_path: Path) -> None:
+    """The lock file's record keeps the count for an index rebuilt from scratch. With several
+    sources, e3ee6c7 let a source take it only when the record named it, and a holder of the lock
+    rewrites it unnamed ("holding 0 0 N"): after a clean close no source took it back, and b's two
+    errors were lost with the damaged index (attack19, 512db97). One record cannot keep each
+    source's count: the total survives, as the first source's, plus the rebuild."""
+    a, b, index_dir = tmp_path / "a", tmp_path / "b", tmp_path / "idx"
+    for folder in (a, b):
+        write(folder, "n.md", "# n\n\nriver\n")
+    args = ("--source", f"a={a}", "--source", f"b={b}", "--index-dir", str(index_dir))
+    with serve(*args) as server:
+        assert server.wait_for_scan()["state"] == "idle"
+        for _ in range(2):  # gone, back (a scan succeeds), gone again: two errors of b
+            b.rename(tmp_path / "away")
+            server.call("refresh_index")
+            (tmp_path / "away").rename(b)
+            server.call("refresh_index")
+        counted = per_source(server.status())
+        assert counted == {"a": 0, "b": 2}, counted
+        server.close()
+    not_a_database(Path(_cli_status(*args)["index_path"]))
+    with serve(*args) as server:
+        rebuilt = server.wait_for_scan()
+        server.close()
+    assert rebuilt["errors_encountered"] == 3, per_source(rebuilt)
