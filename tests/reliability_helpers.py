@@ -166,6 +166,20 @@ def rel_verdict(db_path: Path) -> str:
         return str(exc)
 
 
+def rel_serving(*folders: Path, index_dir: Path, prefix: tuple[str, ...] = ()) -> RelStdioServer:
+    """A server on these source folders (one or several), with no periodic rescan."""
+    args = [arg for folder in folders for arg in ("--source", str(folder))]
+    return RelStdioServer(*args, "--index-dir", str(index_dir), "--scan-interval", "0", prefix=prefix)
+
+
+def rel_notes(folder: Path, count: int = 3) -> None:
+    """``count`` short notes n0.md, n1.md, ... in ``folder``, each holding "heron"."""
+    for number in range(count):
+        path = folder / f"n{number}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"# Note {number}\n\nThe heron waits {number}.\n")
+
+
 def rel_indexed(source: Path, index_dir: Path, files: int, seed: int = 7, paragraphs: int = 3) -> RelCorpus:
     """A corpus of ``files`` files of ``paragraphs`` paragraphs in ``source``, indexed once by
     `main.py index` into ``index_dir``."""

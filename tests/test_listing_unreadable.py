@@ -12,17 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import write
-from tests.reliability_helpers import RelStdioServer, rel_mount_tmpfs, rel_umount, rel_unprivileged
-
-
-def serve(*folders: Path, index_dir: Path, prefix: tuple[str, ...] = ()) -> RelStdioServer:
-    args = [arg for folder in folders for arg in ("--source", str(folder))]
-    return RelStdioServer(*args, "--index-dir", str(index_dir), "--scan-interval", "0", prefix=prefix)
-
-
-def notes(folder: Path, count: int = 3) -> None:
-    for number in range(count):
-        write(folder, f"n{number}.md", f"# Note {number}\n\nThe heron waits {number}.\n")
+from tests.reliability_helpers import RelStdioServer, rel_notes, rel_serving, rel_mount_tmpfs, rel_umount, rel_unprivileged
 
 
 def structured(server: RelStdioServer, tool: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -37,9 +27,9 @@ def test_list_files_names_a_source_folder_that_cannot_be_listed(tmp_path: Path) 
     lists them with no warning. The source is opened with O_PATH, which needs no permission on the
     folder, so the one opening list_files makes never fails for this."""
     source = tmp_path / "notes"
-    notes(source)
+    rel_notes(source)
     try:
-        with serve(source, index_dir=tmp_path / "idx", prefix=rel_unprivileged()) as server:
+        with rel_serving(source, index_dir=tmp_path / "idx", prefix=rel_unprivileged()) as server:
             assert server.wait_for_scan()["state"] == "idle"
             source.chmod(0)
             searched = structured(server, "search", {"query": "heron"})
@@ -58,13 +48,13 @@ def test_list_files_names_a_drive_unmounted_inside_a_source(tmp_path: Path) -> N
     them ("the mount point disk/: ... unmounted?"), list_files lists them with no warning. Only the
     source folder itself is checked, not the mount points the index recorded in it."""
     source = tmp_path / "notes"
-    notes(source)
+    rel_notes(source)
     disk = source / "disk"
     if not rel_mount_tmpfs(disk, "1m"):
         pytest.skip("cannot mount a tmpfs here")
     try:
         write(disk, "kestrel.md", "# Kestrel\n\nThe kestrel hovers.\n")
-        with serve(source, index_dir=tmp_path / "idx") as server:
+        with rel_serving(source, index_dir=tmp_path / "idx") as server:
             assert server.wait_for_scan()["state"] == "idle"
             assert structured(server, "list_files").get("warnings", []) == []  # no warning while it is mounted
             rel_umount(disk)
@@ -86,7 +76,7 @@ def test_list_files_warns_only_of_the_sources_of_the_files_it_shows(tmp_path: Pa
     for number in range(400):
         write(alpha, f"{number:04}-{'x' * 120}.md", f"# A{number}\n\nheron\n")
     write(beta, "b.md", "# B\n\nheron\n")
-    with serve(alpha, beta, index_dir=tmp_path / "idx") as server:
+    with rel_serving(alpha, beta, index_dir=tmp_path / "idx") as server:
         assert server.wait_for_scan()["state"] == "idle"
         beta.rename(tmp_path / "beta.old")
         listed = structured(server, "list_files", {"limit": 1000})
@@ -100,10 +90,10 @@ def test_list_files_warns_of_a_gone_source_with_filters_and_pages_and_not_of_a_l
     page that lists its files, naming it, with a path filter and a collection filter; a page with no
     file of it (offset past the end, another collection) says nothing; the files are still listed."""
     real, beta = tmp_path / "real", tmp_path / "beta"
-    notes(real)
-    notes(beta)
+    rel_notes(real)
+    rel_notes(beta)
     (tmp_path / "alpha").symlink_to(real, target_is_directory=True)
-    with serve(tmp_path / "alpha", beta, index_dir=tmp_path / "idx") as server:
+    with rel_serving(tmp_path / "alpha", beta, index_dir=tmp_path / "idx") as server:
         assert server.wait_for_scan()["state"] == "idle"
         assert structured(server, "list_files").get("warnings", []) == []
         beta.rename(tmp_path / "beta.old")

@@ -11,18 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.conftest import write
-from tests.reliability_helpers import RelStdioServer, rel_db_path, rel_indexed, rel_run_main, rel_short, rel_unprivileged
-
-
-def serve(*folders: Path, index_dir: Path, prefix: tuple[str, ...] = ()) -> RelStdioServer:
-    args = [arg for folder in folders for arg in ("--source", str(folder))]
-    return RelStdioServer(*args, "--index-dir", str(index_dir), "--scan-interval", "0", prefix=prefix)
-
-
-def notes(folder: Path, count: int = 3) -> None:
-    for number in range(count):
-        write(folder, f"n{number}.md", f"# Note {number}\n\nThe heron waits {number}.\n")
+from tests.reliability_helpers import rel_notes, rel_serving, rel_db_path, rel_indexed, rel_run_main, rel_short, rel_unprivileged
 
 
 @contextmanager
@@ -44,8 +33,8 @@ def test_a_server_behind_another_writer_says_starting_then_its_first_scans_verdi
     lock is free; with two sources, only the broken one's part says error; the wait_for_scan idiom
     ends."""
     alpha, beta = tmp_path / "alpha", tmp_path / "beta"
-    notes(alpha)
-    notes(beta)
+    rel_notes(alpha)
+    rel_notes(beta)
     index_dir = tmp_path / "idx"
     done = rel_run_main("index", "--source", str(alpha), "--source", str(beta), "--index-dir", str(index_dir))
     assert done.returncode == 0, done.stderr
@@ -53,7 +42,7 @@ def test_a_server_behind_another_writer_says_starting_then_its_first_scans_verdi
     held = write_lock_held(db)
     held.__enter__()
     try:
-        with serve(alpha, beta, index_dir=index_dir) as server:
+        with rel_serving(alpha, beta, index_dir=index_dir) as server:
             waiting = server.status()
             assert waiting["state"] == "starting" and waiting.get("writer_pid") is not None, rel_short(waiting)
             assert {part["state"] for part in waiting["sources"]} == {"starting"}
@@ -79,14 +68,14 @@ def test_a_server_that_cannot_open_its_index_says_error_at_once(tmp_path: Path) 
     db = rel_db_path(source, index_dir)
     db.chmod(0o400)
     try:
-        with serve(source, index_dir=index_dir, prefix=rel_unprivileged()) as server:
+        with rel_serving(source, index_dir=index_dir, prefix=rel_unprivileged()) as server:
             status = server.wait_for_scan()
             assert status["state"] == "error" and "cannot open or create the index" in status["last_error"], rel_short(status)
     finally:
         db.chmod(0o600)
     other = tmp_path / "other"
-    notes(other)
+    rel_notes(other)
     (tmp_path / "idx-file").write_text("not a folder\n")
-    with serve(other, index_dir=tmp_path / "idx-file") as server:
+    with rel_serving(other, index_dir=tmp_path / "idx-file") as server:
         status = server.status()
         assert status["state"] == "error" and status["errors_encountered"] == 1, rel_short(status)
