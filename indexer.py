@@ -16,7 +16,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,7 +37,7 @@ from file_utils import (
     walk_source,
 )
 from loader import load_file, load_files, reading
-from models import WORKING_PHASES, DiskFile, LoadedFile, RefreshReply, ScanProgress, ServerConfig, Signature, WatchState, identity
+from models import DiskFile, LoadedFile, RefreshReply, ScanProgress, ServerConfig, Signature, WatchState, identity
 
 logger = logging.getLogger(__name__)
 
@@ -296,7 +295,7 @@ class TextIndexer:
         move a damaged index aside and start empty. True if it was ok. A check that could not run
         (another program holds SQLite's write lock, which FTS5's check needs) is no verdict: the
         index is kept, not vouched for, and checked at the next scan."""
-        with self.writer.write_lock.held(self._waiting_for, self.stop.is_set), self._checking():
+        with self.writer.write_lock.held(self._waiting_for, self.stop.is_set):
             try:
                 verdict = self.writer.quick_check(sections_too)
             except sqlite3.DatabaseError as exc:
@@ -311,19 +310,6 @@ class TextIndexer:
             self.writer.rebuild_after_corruption(f"integrity check failed: {verdict[:200]}")
         self._record_error(f"the index failed its integrity check; moved it to {self.writer.recovered_from} and rebuilt it")
         return False
-
-    @contextmanager
-    def _checking(self) -> Iterator[None]:
-        """Within: status (here, and in other processes through the lock file) says a check runs,
-        not idle: the file is not vouched for until it ends."""
-        progress = self.progress
-        was = progress.state, progress.phase, progress.files_done, progress.files_total
-        progress.state, progress.phase, progress.files_done, progress.files_total = "indexing", "checking", 0, 0
-        self._record_progress()
-        try:
-            yield
-        finally:
-            progress.state, progress.phase, progress.files_done, progress.files_total = was
 
     def _carry_error_count(self) -> None:
         """Before the index is replaced: remember its error count, which the new one starts from."""
@@ -584,7 +570,7 @@ class TextIndexer:
     def _record_progress(self) -> None:
         progress = self.progress
         errors = self.saved_errors + self.unsaved_errors
-        if self.write_failure is not None and progress.phase not in WORKING_PHASES:  # status elsewhere says "error"
+        if self.write_failure is not None and progress.phase not in ("walking", "indexing"):  # status elsewhere says "error"
             self.writer.write_lock.record("failed" + self._label, 0, 0, errors, self.write_failure)
         else:
             self.writer.write_lock.record(progress.phase + self._label, progress.files_done, progress.files_total, errors)

@@ -538,9 +538,7 @@ def status_lines(status: StatusReply, unopened: str | None = None) -> list[tuple
     """get_index_status as (label, text) lines for a person; --json gives every field as is."""
     progress = status["progress"]
     state = unopened or {"idle": "up to date", "error": "error"}.get(status["state"], status["state"])
-    if status["state"] == "indexing" and progress["phase"] == "checking":
-        state = "indexing (checking the index file)"
-    elif status["state"] == "indexing":
+    if status["state"] == "indexing":
         state = f"indexing ({progress['phase']}): {progress['files_done']:,} of {progress['files_total']:,} files"
     if status["writer_pid"] is not None:
         state += f"; written by process {status['writer_pid']}"

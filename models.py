@@ -266,11 +266,6 @@ class LoadedFile:
     tags: tuple[str, ...] = ()
 
 
-#: A writer's phases that status shows as "indexing": listing the source, indexing what changed,
-#: checking the index file's integrity (a scan's longest step on a big index).
-WORKING_PHASES = ("walking", "indexing", "checking")
-
-
 @dataclass
 class ScanProgress:
     """Where the current (or last) scan is; updated by the writer thread, read by status."""

@@ -17,7 +17,7 @@ import index_files
 import index_queries
 from exceptions import IndexUnavailableError
 from indexer import TextIndexer, write_problem
-from models import WORKING_PHASES, ServerConfig, Source, SourceStatus, StatusReply, WatchingReply, WatchState
+from models import ServerConfig, Source, SourceStatus, StatusReply, WatchingReply, WatchState
 
 if TYPE_CHECKING:
     from daemon import Daemons
@@ -72,7 +72,7 @@ def _status_and_reading(
     skipped = json.loads(meta.get("skipped_counts") or "{}")
     if own is not None and own.state == "indexing":
         state, phase, done, total, skipped = "indexing", own.phase, own.files_done, own.files_total, own.skipped
-    elif writer is not None and _phase_of(writer.phase, config) in WORKING_PHASES:  # another process scans or checks it now
+    elif writer is not None and _phase_of(writer.phase, config) in ("walking", "indexing"):  # another process scans it now
         state, phase, done, total = "indexing", _phase_of(writer.phase, config), writer.files_done, writer.files_total
     elif daemon and not startup_error and not (own is not None and own.finished_at):
         state, phase, done, total = "starting", "", 0, 0  # its first scan checks what is found wrong now

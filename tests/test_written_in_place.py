@@ -155,34 +155,6 @@ def test_a_hard_link_of_the_index_is_not_an_error(tmp_path: Path) -> None:
     assert after["state"] == "idle" and after["errors_encountered"] == 0, rel_short(after)
 
 
-def test_status_while_a_writer_checks_the_index_says_so_not_idle(indexer, config, source) -> None:
-    """An index file written outside (its times only) read as error, "changed outside"; then, for
-    the whole integrity check a scan makes of it (its longest step on a big index), as idle with no
-    error, before anything vouched for it: status reads the lock file's note only while no writer
-    holds the lock, and the check holds it. Seen from another process and from the writer's own
-    (attack19, 512db97). Now "indexing", phase "checking"."""
-    from status import read_status
-    from tests.conftest import write as write_file
-
-    for number in range(20):
-        write_file(source, f"n{number}.md", f"# Note {number}\n\nheron {number}\n")
-    indexer.scan()
-    os.utime(config.db_path)
-    assert read_status(config, None)["state"] == "error"
-    seen: list[dict] = []
-    check = indexer.writer.quick_check
-
-    def watched(*args: object, **kwargs: object) -> str:
-        seen.extend((read_status(config, None), read_status(config, indexer)))
-        return check(*args, **kwargs)  # type: ignore[arg-type]
-
-    indexer.writer.quick_check = watched  # type: ignore[method-assign]
-    indexer.scan()
-    assert seen and all((during["state"], during["progress"]["phase"]) == ("indexing", "checking") for during in seen), [rel_short(s) for s in seen]
-    after = read_status(config, indexer)
-    assert after["state"] == "idle" and after["progress"]["phase"] == "done", rel_short(after)
-
-
 @pytest.mark.parametrize("write", [truncate, garble_past_first_page])
 def test_one_refresh_mends_an_index_written_in_place_before_anything_reads_it(indexed, write) -> None:
     """The scan's own connection answered from its cache too: it reported success with 0 files."""
