@@ -58,8 +58,9 @@ def list_files(
 
 
 def _unreadable(config: ServerConfig, keys: list[str]) -> list[str]:
-    """What a listing says of its files that cannot be read now (their source or folder gone,
-    unmounted, not readable, or another in its place), as a search says of those it leaves out."""
+    """What a listing says of its files that cannot be read now (their source gone, unreadable,
+    unmounted or replaced; their folder unreadable or unmounted), as a search says of those it
+    leaves out."""
     def said(count: int, why: str) -> str:
         return f"{count} listed file{'s are' if count > 1 else ' is'} as last indexed, not readable now: {why}"
 
