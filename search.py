@@ -406,10 +406,15 @@ def unreadable_files(freshness: Freshness, keys: Iterable[str]) -> dict[str, set
         except SourceUnavailableError as exc:
             hidden[str(exc)] = {key for _, held in in_root.values() for key in held}
             continue
-        for folder, (rel, held) in in_root.items():
+        for rel, held in in_root.values():
             if found[rel] is UNREADABLE:
-                hidden.setdefault(_UNREADABLE_FOLDER + folder + "/", set()).update(held)
+                hidden.setdefault(_folder_why(rel), set()).update(held)
     return hidden
+
+
+def _folder_why(rel: str) -> str:
+    """How _outdated and unreadable_files key a file whose folder cannot be entered now."""
+    return _UNREADABLE_FOLDER + rel.rpartition("/")[0] + "/"
 
 
 def _rank_enough(
@@ -553,7 +558,7 @@ def _outdated(freshness: Freshness | None, sections: dict[int, dict]) -> tuple[s
         root, rel = places[rowid]
         now = UNREADABLE if root in unavailable else on_disk[root][rel]
         if now is UNREADABLE:
-            hidden.setdefault(unavailable.get(root) or _UNREADABLE_FOLDER + rel.rpartition("/")[0] + "/", set()).add(rowid)
+            hidden.setdefault(unavailable.get(root) or _folder_why(rel), set()).add(rowid)
         elif now is None:
             gone.add(rowid)
         elif now[1:] != section["signature"][1:]:  # its path is the key, and the disk's is in its source

@@ -6,7 +6,6 @@ damaged index rebuilt is one error and keeps the count (attack19)."""
 
 from __future__ import annotations
 
-import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -15,7 +14,7 @@ from indexer import TextIndexer
 from models import ServerConfig
 from status import read_status
 from tests.conftest import write
-from tests.reliability_helpers import RelStdioServer, rel_run_main, rel_short
+from tests.reliability_helpers import RelStdioServer, rel_run_main, rel_short, rel_status
 
 
 def _corruption(folder: Path) -> sqlite3.DatabaseError:
@@ -124,15 +123,8 @@ def test_one_sources_failure_is_counted_once_not_once_per_source_after_a_restart
         again = server.wait_for_scan()
         assert again["state"] == "idle", rel_short(again)
         server.close()
-    cli = _cli_status(*sources_args, "--index-dir", str(index_dir))
-    per_source = {part["name"]: part.get("errors_encountered", 0) for part in cli["sources"]}
-    assert (again["errors_encountered"], cli["errors_encountered"]) == (1, 1), (again["errors_encountered"], per_source)
-
-
-def _cli_status(*args: str) -> dict:
-    done = rel_run_main("status", *args, "--json")
-    assert done.returncode in (0, 1), done.stderr
-    return json.loads(done.stdout)
+    cli = rel_status(*sources_args, "--index-dir", str(index_dir))
+    assert (again["errors_encountered"], cli["errors_encountered"]) == (1, 1), (again["errors_encountered"], per_source(cli))
 
 
 def per_source(status: dict) -> dict[str, int]:
@@ -161,8 +153,8 @@ def test_a_damaged_index_found_at_start_with_several_sources_is_one_error(tmp_pa
         write(folder, "n.md", "# n\n\nriver\n")
     args = ("--source", f"a={a}", "--source", f"b={b}", "--index-dir", str(index_dir))
     assert rel_run_main("index", *args).returncode == 0
-    not_a_database(Path(_cli_status(*args)["index_path"]))
-    damaged = _cli_status(*args)
+    not_a_database(Path(rel_status(*args)["index_path"]))
+    damaged = rel_status(*args)
     assert damaged["errors_encountered"] == 1, rel_short(damaged)
     with serve(*args) as server:
         rebuilt = server.wait_for_scan()
@@ -191,7 +183,7 @@ def test_the_error_count_survives_an_index_rebuilt_with_several_sources(tmp_path
         counted = per_source(server.status())
         assert counted == {"a": 0, "b": 2}, counted
         server.close()
-    not_a_database(Path(_cli_status(*args)["index_path"]))
+    not_a_database(Path(rel_status(*args)["index_path"]))
     with serve(*args) as server:
         rebuilt = server.wait_for_scan()
         server.close()
